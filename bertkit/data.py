@@ -1,0 +1,218 @@
+"""``BertDataModule``: files -> head-owned features -> dynamically padded, length-grouped batches.
+
+The data module is generic; the model's head reads the files and builds the features, so one
+data module serves every task. Features are built once per split in ``setup`` and kept in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from bertkit.heads import Batch, Feature
+
+log = logging.getLogger(__name__)
+
+DATA_ENV = "BERTKIT_DATA_DIR"
+# Per-key padding values; anything else pads with 0. -100 is ignored by cross-entropy.
+PAD_VALUES = {"labels": -100, "word_index": -1}
+
+
+def pad_batch(features: list[Feature], pad_token_id: int = 0) -> Batch:
+    """Collate features: pad list-valued keys to the longest in the batch, stack scalars.
+
+    Adds ``attention_mask`` (B, T), 1 for real tokens. List keys become (B, T) long tensors padded
+    with ``pad_token_id`` for ``input_ids``, -100 for ``labels``, -1 for ``word_index``, else 0.
+    """
+    T = max(len(f["input_ids"]) for f in features)
+    batch: dict[str, torch.Tensor] = {}
+    for key, first in features[0].items():
+        if isinstance(first, list):
+            pad = pad_token_id if key == "input_ids" else PAD_VALUES.get(key, 0)
+            batch[key] = torch.tensor([f[key] + [pad] * (T - len(f[key])) for f in features])
+        else:
+            batch[key] = torch.tensor([f[key] for f in features])
+    batch["attention_mask"] = torch.tensor([[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in features])
+    return batch
+
+
+class LengthGroupedSampler(Sampler[int]):
+    """Random order in which each run of ``batch_size`` indices has similar lengths.
+
+    Shuffle, cut into mega-batches of ``mega_batch_mult * batch_size``, sort each by length
+    (longest first), then shuffle the batches: the scheme of Hugging Face's
+    ``LengthGroupedSampler``. Less padding means fewer wasted FLOPs.
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, mega_batch_mult: int = 50) -> None:
+        self.lengths, self.batch_size, self.seed, self.mult = lengths, batch_size, seed, mega_batch_mult
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.randperm(len(self.lengths), generator=g).tolist()
+        mega = self.batch_size * self.mult
+        batches = []
+        for i in range(0, len(order), mega):
+            chunk = sorted(order[i : i + mega], key=lambda j: -self.lengths[j])
+            batches += [chunk[k : k + self.batch_size] for k in range(0, len(chunk), self.batch_size)]
+        for b in torch.randperm(len(batches), generator=g).tolist():
+            yield from batches[b]
+
+
+class BertDataModule(pl.LightningDataModule):
+    """Data for any head: split files in a data directory, featurized by the model's head.
+
+    The data directory is, in order: ``data_dir``; ``$BERTKIT_DATA_DIR/<dataset>``; the small
+    sample the head's plugin ships (with a message saying how to use the real data).
+
+    Args:
+        data_dir: directory holding the split files.
+        dataset: the data set's path under ``$BERTKIT_DATA_DIR`` (e.g. ``ner/conll2003``).
+        train_file: training split, relative to the data directory (or absolute).
+        validation_file: validation split; None to skip validation.
+        test_file: test split.
+        predict_file: file to predict on.
+        predict_format: ``auto`` (``.txt`` = plain text, one example per line; else the head's
+            format), ``text``, or ``native``.
+        max_length: tokens per feature, specials included (≤ max_position_embeddings).
+        batch_size: training batch size (features).
+        eval_batch_size: batch size for validation/test/predict; None = ``2 * batch_size``.
+        group_by_length: length-grouped training batches (less padding); eval batches are
+            always sorted by length.
+        num_workers: DataLoader worker processes.
+        seed: seed of the training order.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        dataset: str | None = None,
+        train_file: str | None = None,
+        validation_file: str | None = None,
+        test_file: str | None = None,
+        predict_file: str | None = None,
+        predict_format: str = "auto",
+        max_length: int = 128,
+        batch_size: int = 32,
+        eval_batch_size: int | None = None,
+        group_by_length: bool = True,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if predict_format not in ("auto", "text", "native"):
+            raise ValueError(f"data.predict_format={predict_format!r}: expected auto, text or native")
+        if max_length < 8:
+            raise ValueError(f"data.max_length={max_length}: expected at least 8")
+        self.save_hyperparameters()
+        self._directory: Path | None = None
+        self.examples: dict[str, list[Any]] = {}
+        self.features: dict[str, list[Feature]] = {}
+
+    def _module(self) -> Any:
+        if self.trainer is None or self.trainer.lightning_module is None:
+            raise RuntimeError("BertDataModule needs a trainer with a BertModule (trainer.fit(model, datamodule))")
+        return self.trainer.lightning_module
+
+    def data_directory(self) -> Path:
+        """Where split files are read from (see the class docstring for the order)."""
+        if self._directory is None:
+            self._directory = self._find_directory()
+        return self._directory
+
+    def _find_directory(self) -> Path:
+        hp = self.hparams
+        if hp.data_dir:
+            return Path(hp.data_dir).expanduser()
+        root = os.environ.get(DATA_ENV)
+        if root and hp.dataset:
+            return Path(root).expanduser() / hp.dataset
+        sample = self._module().head.sample_data_dir()
+        if sample is None:
+            raise ValueError(f"no data: set data.data_dir or {DATA_ENV} (with data.dataset)")
+        log.warning(
+            "No data directory given: using the bundled sample %s. For the real data pass "
+            "--data.data_dir DIR or set %s=ROOT (reads ROOT/%s).",
+            sample, DATA_ENV, hp.dataset,
+        )
+        return sample
+
+    def _path(self, name: str) -> Path:
+        path = Path(name).expanduser()
+        path = path if path.is_absolute() else self.data_directory() / path
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: data file not found")
+        return path
+
+    def _load(self, split: str, name: str | None) -> None:
+        if split in self.features:
+            return
+        if name is None:
+            raise ValueError(f"data.{split}_file is not set")
+        module, path = self._module(), self._path(name)
+        head = module.head
+        fmt = self.hparams.predict_format
+        as_text = split == "predict" and (fmt == "text" or (fmt == "auto" and path.suffix == ".txt"))
+        examples = head.read_text(path) if as_text else head.read(path, labelled=split != "predict")
+        self.examples[split] = examples
+        self.features[split] = head.featurize(examples, module.tokenizer, self.hparams.max_length)
+        log.info("%s: %d examples -> %d features from %s", split, len(examples), len(self.features[split]), path)
+
+    def setup(self, stage: str) -> None:
+        hp = self.hparams
+        if stage == "fit":
+            self._load("train", hp.train_file)
+            if hp.validation_file:
+                self._load("validation", hp.validation_file)
+        elif stage == "validate":
+            self._load("validation", hp.validation_file)
+        elif stage == "test":
+            self._load("test", hp.test_file)
+        elif stage == "predict":
+            self._load("predict", hp.predict_file)
+
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        features = self.features[split]
+        pad_id = self._module().tokenizer.pad_token_id
+        hp = self.hparams
+        lengths = [len(f["input_ids"]) for f in features]
+        if train:
+            sampler = LengthGroupedSampler(lengths, hp.batch_size, hp.seed) if hp.group_by_length else None
+            kwargs = dict(batch_size=hp.batch_size, sampler=sampler, shuffle=sampler is None)
+        else:
+            order = sorted(range(len(features)), key=lambda i: -lengths[i])
+            kwargs = dict(batch_size=hp.eval_batch_size or 2 * hp.batch_size, sampler=order)
+        return DataLoader(
+            features,
+            collate_fn=partial(pad_batch, pad_token_id=pad_id),
+            num_workers=hp.num_workers,
+            persistent_workers=hp.num_workers > 0,
+            **kwargs,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validation", train=False) if "validation" in self.features else []
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", train=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("predict", train=False)

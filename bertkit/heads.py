@@ -1,0 +1,105 @@
+"""``Head``: the base class of task heads and pre-training objectives.
+
+A head owns everything task-specific (DESIGN.md): reading its data format, turning examples into
+features, its ``nn.Module`` on top of the encoder, its loss, its torchmetrics metrics, and
+post-processing predictions back to words, characters or labels. Subclasses take plain,
+type-hinted ``__init__`` arguments (LightningCLI reads them) and call ``save_hyperparameters()``
+so a checkpoint can rebuild them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import torch
+from pytorch_lightning.core.mixins import HyperparametersMixin
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.model import EncoderOutput
+from bertkit.tokenizer import BertTokenizer
+
+Batch = dict[str, torch.Tensor]
+Feature = dict[str, Any]
+
+
+class Head(nn.Module, HyperparametersMixin, ABC):
+    """A task head: data in, loss and metrics out, predictions back to the user's units.
+
+    Class attributes:
+        name: short name used in metric keys (``val/ner/f1`` style is left to the module).
+        monitor: the validation metric a checkpoint callback should watch, e.g. ``f1``.
+    """
+
+    name: str = "head"
+    monitor: str = "loss"
+
+    @abstractmethod
+    def build(self, config: BertConfig) -> None:
+        """Create the layers on top of an encoder of this config; called once by ``BertModule``."""
+
+    @abstractmethod
+    def read(self, path: Path, labelled: bool = True) -> list[Any]:
+        """Read examples from a file in this head's format.
+
+        Raises:
+            ValueError: a malformed line; the message names the file and line.
+        """
+
+    def read_text(self, path: Path) -> list[Any]:
+        """Read a plain text file for prediction (one example per line)."""
+        raise ValueError(f"{path}: {type(self).__name__} does not read plain text files")
+
+    @abstractmethod
+    def featurize(self, examples: list[Any], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
+        """Turn examples into model features (lists of ints; ``input_ids`` required).
+
+        Every feature carries ``example_index`` so predictions can be joined back.
+        """
+
+    @abstractmethod
+    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        """Head outputs for a batch; includes ``loss`` when the batch has labels."""
+
+    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
+        """Accumulate ``stage`` metrics (``val`` or ``test``) for one batch."""
+
+    def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
+        """Epoch-level metrics for ``stage`` (then reset); keys without the stage prefix."""
+        return {}
+
+    @abstractmethod
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per-feature predictions (plain Python) for one batch; joined later by ``format_predictions``."""
+
+    @abstractmethod
+    def format_predictions(self, examples: list[Any], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One JSON-serialisable record per example, from all per-feature predictions."""
+
+    def sample_data_dir(self) -> Path | None:
+        """A small data set the plugin ships, used when no data directory is configured."""
+        return None
+
+    def spec(self) -> dict[str, Any]:
+        """``{"class_path", "init_args"}`` that rebuilds this head (stored in checkpoints)."""
+        cls = type(self)
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(self.hparams)}
+
+
+def head_from_spec(spec: dict[str, Any]) -> Head:
+    """Rebuild a head from ``Head.spec()`` output.
+
+    Raises:
+        ValueError: the class cannot be imported or is not a ``Head``.
+    """
+    module_name, _, class_name = spec["class_path"].rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"head class_path {spec['class_path']!r} cannot be imported: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, Head)):
+        raise ValueError(f"head class_path {spec['class_path']!r} is not a bertkit Head")
+    return cls(**spec.get("init_args", {}))

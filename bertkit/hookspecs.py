@@ -1,0 +1,32 @@
+"""Hook specifications: what a bertkit plugin may implement.
+
+A plugin is a module (or object) with functions marked ``@bertkit.hookimpl`` whose names match
+these specs. Registration hooks receive a ``register`` callback (the simonw/llm style); the core
+owns the registries. ``PluginManager.check_pending()`` makes a misspelled hook name an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("bertkit")
+hookimpl = pluggy.HookimplMarker("bertkit")
+
+
+@hookspec
+def register_heads(register: Callable[[type], None]) -> None:
+    """Register task heads and pre-training objectives: call ``register(HeadSubclass)`` for each.
+
+    Every implementation is called (no ``firstresult``); names must be unique across plugins.
+    """
+
+
+@hookspec
+def register_pretrained(register: Callable[[str, Callable[[], str]], None]) -> None:
+    """Register named pretrained checkpoints: ``register(name, locate)``.
+
+    ``locate()`` returns the path of a Hugging Face format directory or raises
+    ``FileNotFoundError`` saying how to install it. Every implementation is called.
+    """

@@ -1,0 +1,155 @@
+"""``BertModule``: the LightningModule holding the encoder, its tokenizer and a task head.
+
+Optimisation follows BERT (Devlin et al. 2019, §A.2; google-research/bert optimization.py):
+AdamW with weight decay 0.01 on all weights but biases and LayerNorm, linear warm-up then linear
+decay to zero over the run; gradient clipping (1.0) is the trainer's ``gradient_clip_val``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from typing_extensions import override
+
+from bertkit.config import BertConfig
+from bertkit.heads import Batch, Head, head_from_spec
+from bertkit.model import BertEncoder
+from bertkit.pretrained import resolve_pretrained
+from bertkit.tokenizer import BertTokenizer
+
+ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def no_decay(name: str) -> bool:
+    """Parameters exempt from weight decay: biases and LayerNorm (google-research/bert)."""
+    return name.endswith(".bias") or "LayerNorm" in name or "layer_norm" in name
+
+
+class BertModule(pl.LightningModule):
+    """A BERT encoder with one task head.
+
+    Args:
+        head: the task head (a ``Head`` subclass, usually given by ``class_path`` in a recipe).
+        pretrained: a Hugging Face format directory or a registered name
+            (``bertkit plugins`` lists them); its weights, config and tokenizer are used.
+            None builds a fresh encoder from ``preset`` and ``vocab_file``.
+        preset: size of a fresh encoder: tiny, mini, small, medium, base or large.
+        vocab_file: ``vocab.txt`` (or a directory with a tokenizer) for a fresh encoder.
+        lowercase: lower-case input of a fresh encoder's tokenizer.
+        learning_rate: peak learning rate (after warm-up).
+        weight_decay: AdamW decoupled weight decay (not on biases/LayerNorm).
+        warmup_ratio: fraction of all optimizer steps spent warming up linearly from 0.
+        adam_epsilon: AdamW epsilon.
+        adam_betas: AdamW (beta1, beta2).
+        hidden_dropout_prob: overrides the encoder's dropout when given.
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        pretrained: str | None = "all-MiniLM-L6-v2",
+        preset: str | None = None,
+        vocab_file: str | None = None,
+        lowercase: bool = True,
+        learning_rate: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+        adam_epsilon: float = 1e-8,
+        adam_betas: tuple[float, float] = (0.9, 0.999),
+        hidden_dropout_prob: float | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(head, dict):  # rebuilt from a checkpoint's hyper-parameters
+            head = head_from_spec(head)
+        self.save_hyperparameters(ignore=["head"])
+        self.hparams["head"] = head.spec()  # plain values only: checkpoints load with weights_only=True
+        if not 0.0 <= warmup_ratio < 1.0:
+            raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
+        self.encoder, self.tokenizer = self._build_encoder(pretrained, preset, vocab_file, lowercase)
+        if hidden_dropout_prob is not None:
+            for m in self.encoder.modules():
+                if isinstance(m, torch.nn.Dropout):
+                    m.p = hidden_dropout_prob
+        self.head = head
+        head.build(self.encoder.config)
+
+    @staticmethod
+    def _build_encoder(
+        pretrained: str | None, preset: str | None, vocab_file: str | None, lowercase: bool
+    ) -> tuple[BertEncoder, BertTokenizer]:
+        if pretrained is not None:
+            directory = resolve_pretrained(pretrained)
+            return BertEncoder.from_pretrained(directory), BertTokenizer.from_pretrained(directory)
+        if preset is None or vocab_file is None:
+            raise ValueError("model: give pretrained, or preset and vocab_file for a fresh encoder")
+        tokenizer = (
+            BertTokenizer.from_vocab(vocab_file, lowercase)
+            if not vocab_file.endswith("/") and vocab_file.endswith(".txt")
+            else BertTokenizer.from_pretrained(vocab_file)
+        )
+        return BertEncoder(BertConfig.preset(preset, vocab_size=tokenizer.vocab_size)), tokenizer
+
+    @override
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        encoded = self.encoder(**{k: batch[k] for k in ENCODER_KEYS if k in batch})
+        return self.head(encoded, batch)
+
+    def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
+        outputs = self(batch)
+        size = batch["input_ids"].shape[0]
+        if "loss" in outputs:
+            self.log(f"{stage}/loss", outputs["loss"], batch_size=size, prog_bar=stage == "train")
+        if stage != "train":
+            self.head.update_metrics(stage, outputs, batch)
+        return outputs
+
+    @override
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        self.log("train/tokens", batch["attention_mask"].sum().float(), reduce_fx="sum", on_step=False, on_epoch=True)
+        return self._shared_step(batch, "train")["loss"]
+
+    @override
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._shared_step(batch, "val")
+
+    @override
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._shared_step(batch, "test")
+
+    @override
+    def predict_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> list[dict[str, Any]]:
+        return self.head.predict(self(batch), batch)
+
+    def _log_epoch_metrics(self, stage: str) -> None:
+        metrics = self.head.compute_metrics(stage)
+        self.log_dict({f"{stage}/{k}": v for k, v in metrics.items()}, prog_bar=False)
+
+    @override
+    def on_validation_epoch_end(self) -> None:
+        self._log_epoch_metrics("val")
+
+    @override
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch_metrics("test")
+
+    @override
+    def configure_optimizers(self) -> dict[str, Any]:
+        hp = self.hparams
+        params = [(n, p) for n, p in self.named_parameters() if p.requires_grad]
+        groups = [
+            {"params": [p for n, p in params if not no_decay(n)], "weight_decay": hp.weight_decay},
+            {"params": [p for n, p in params if no_decay(n)], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW(groups, lr=hp.learning_rate, betas=tuple(hp.adam_betas), eps=hp.adam_epsilon)
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = int(hp.warmup_ratio * total)
+
+        def factor(step: int) -> float:  # linear warm-up, then linear decay to 0
+            if step < warmup:
+                return step / warmup
+            return max(0.0, (total - step) / max(1, total - warmup))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

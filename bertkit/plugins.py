@@ -1,0 +1,183 @@
+"""Plugin loading and the registries (pluggy; entry-point group ``bertkit``).
+
+Built-in plugins (``bertkit_plugins.*``) are entry points of the bertkit distribution itself and
+load exactly like third-party ones; they always load. Third-party entry points are narrowed by
+``BERTKIT_LOAD_PLUGINS`` (comma-separated entry-point names; empty = none), as ``LLM_LOAD_PLUGINS``.
+A plugin that fails to import or implements an unknown hook is skipped with a warning naming it;
+with ``BERTKIT_STRICT_PLUGINS=1`` it is an error instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from types import ModuleType
+
+import pluggy
+
+from bertkit import hookspecs
+
+GROUP = "bertkit"
+LOAD_ENV = "BERTKIT_LOAD_PLUGINS"
+STRICT_ENV = "BERTKIT_STRICT_PLUGINS"
+
+
+class PluginError(RuntimeError):
+    """A plugin could not be loaded or registered (strict mode), or a registry name clashed."""
+
+
+class PluginWarning(UserWarning):
+    """A plugin was skipped; the message names it and says why."""
+
+
+@dataclass
+class PluginInfo:
+    """What ``bertkit plugins`` shows for one plugin."""
+
+    name: str
+    module: str
+    distribution: str | None
+    version: str | None
+    hooks: list[str]
+    registered: dict[str, list[str]] = field(default_factory=dict)
+
+
+_pm: pluggy.PluginManager | None = None
+_sources: dict[str, EntryPoint | None] = {}
+
+
+def _new_manager() -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(GROUP)
+    pm.add_hookspecs(hookspecs)
+    return pm
+
+
+def _fail(message: str) -> None:
+    if os.environ.get(STRICT_ENV, "") not in ("", "0"):
+        raise PluginError(message)
+    warnings.warn(message, PluginWarning, stacklevel=3)
+
+
+def register_plugin(plugin: ModuleType | object, name: str, source: EntryPoint | None = None) -> bool:
+    """Register one plugin object and validate its hooks; return whether it was kept.
+
+    Raises:
+        PluginError: in strict mode, when the plugin has a hook no spec defines.
+    """
+    pm = plugin_manager()
+    if pm.has_plugin(name):
+        return True
+    pm.register(plugin, name)
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as err:
+        pm.unregister(name=name)
+        _fail(f"bertkit plugin {name!r} was not loaded: {err}")
+        return False
+    _sources[name] = source
+    return True
+
+
+def unregister_plugin(name: str) -> None:
+    """Remove a plugin registered under ``name`` (tests register inline plugins and remove them)."""
+    pm = plugin_manager()
+    if pm.has_plugin(name):
+        pm.unregister(name=name)
+    _sources.pop(name, None)
+
+
+def _allowed(ep: EntryPoint) -> bool:
+    if ep.dist is not None and ep.dist.name == "bertkit":
+        return True
+    wanted = os.environ.get(LOAD_ENV)
+    if wanted is None:
+        return True
+    return ep.name in {n.strip() for n in wanted.split(",") if n.strip()}
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: (e.dist is None or e.dist.name != "bertkit", e.name)):
+        if not _allowed(ep):
+            continue
+        origin = f"{ep.value} from {ep.dist.name if ep.dist else 'an unknown distribution'}"
+        try:
+            module = ep.load()
+        except Exception as err:  # a broken plugin must not break unrelated commands
+            _fail(f"bertkit plugin {ep.name!r} ({origin}) failed to import: {type(err).__name__}: {err}")
+            continue
+        register_plugin(module, ep.name, ep)
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, entry points loaded on first use."""
+    global _pm
+    if _pm is None:
+        _pm = _new_manager()
+        _load_entry_points(_pm)
+    return _pm
+
+
+def load_modules(names: Iterable[str]) -> None:
+    """Import and register plugin modules by dotted name (a recipe's ``plugins:`` list).
+
+    Raises:
+        PluginError: a module cannot be imported; the message names it.
+    """
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ImportError as err:
+            raise PluginError(f"plugin module {name!r} listed in the recipe cannot be imported: {err}") from err
+        register_plugin(module, name)
+
+
+def _collect(hook_name: str) -> dict[str, dict[str, object]]:
+    """Run a registration hook; return {plugin name: {registered name: object}}."""
+    pm = plugin_manager()
+    found: dict[str, dict[str, object]] = {}
+    owner: dict[str, str] = {}
+    for impl in getattr(pm.hook, hook_name).get_hookimpls():
+        plugin_name = pm.get_name(impl.plugin)
+        items = found.setdefault(plugin_name, {})
+
+        def register(obj: object, locate: Callable | None = None, _items=items, _plugin=plugin_name) -> None:
+            name = obj if isinstance(obj, str) else obj.__name__
+            if name in owner and owner[name] != _plugin:
+                raise PluginError(f"{hook_name}: {name!r} registered by both {owner[name]!r} and {_plugin!r}")
+            owner[name] = _plugin
+            _items[name] = locate if locate is not None else obj
+
+        impl.function(register=register)
+    return found
+
+
+def registered(hook_name: str) -> dict[str, object]:
+    """All objects registered through ``hook_name`` (e.g. ``register_heads``), by name."""
+    return {k: v for items in _collect(hook_name).values() for k, v in items.items()}
+
+
+def describe() -> list[PluginInfo]:
+    """One ``PluginInfo`` per registered plugin, for ``bertkit plugins``."""
+    pm = plugin_manager()
+    by_hook = {spec: _collect(spec) for spec in ("register_heads", "register_pretrained")}
+    infos = []
+    for name, plugin in pm.list_name_plugin():
+        ep = _sources.get(name)
+        dist = ep.dist if ep is not None else None
+        hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or [])
+        info = PluginInfo(
+            name=name,
+            module=getattr(plugin, "__name__", type(plugin).__name__),
+            distribution=dist.name if dist else None,
+            version=dist.version if dist else None,
+            hooks=hooks,
+        )
+        for spec, found in by_hook.items():
+            if found.get(name):
+                info.registered[spec.removeprefix("register_")] = sorted(found[name])
+        infos.append(info)
+    return infos

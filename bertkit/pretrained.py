@@ -1,0 +1,26 @@
+"""Resolving ``pretrained:`` values: a directory path, or a name some plugin registered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bertkit.plugins import registered
+
+
+def resolve_pretrained(name_or_path: str) -> Path:
+    """Directory of a pretrained model given as a path or a registered name.
+
+    Raises:
+        FileNotFoundError: neither an existing directory nor a registered name (the message lists
+            the names), or the named model is not installed (its plugin says how to install it).
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    known = registered("register_pretrained")
+    if name_or_path in known:
+        return Path(known[name_or_path]())
+    names = ", ".join(sorted(known)) or "none"
+    raise FileNotFoundError(
+        f"pretrained={name_or_path!r} is not a directory nor a registered model name (registered: {names})"
+    )

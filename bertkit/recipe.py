@@ -1,0 +1,49 @@
+"""Build a recipe from Python, without argv: the notebook entry point."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+
+from bertkit.cli import BertkitCLI, cli_kwargs, recipe_plugins
+from bertkit.data import BertDataModule
+from bertkit.module import BertModule
+from bertkit.plugins import load_modules
+
+
+@dataclass
+class Composed:
+    """What ``compose`` returns: call ``trainer.fit(model, datamodule)`` and friends on it."""
+
+    model: BertModule
+    datamodule: BertDataModule
+    trainer: pl.Trainer
+
+
+def _override(key: str, value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return f"--{key}={text}"
+
+
+def compose(*configs: str | Path, overrides: dict[str, Any] | None = None) -> Composed:
+    """Instantiate model, data and trainer from recipe files, exactly as ``bertkit fit`` would.
+
+    Args:
+        configs: recipe files, later ones overriding earlier ones (like repeated ``--config``).
+        overrides: dotted keys to values, e.g. ``{"trainer.max_epochs": 1, "data.batch_size": 16}``.
+
+    Raises:
+        FileNotFoundError: a recipe file is missing.
+        jsonargparse.ArgumentError: a key or value the recipe schema rejects (the message names it).
+    """
+    args: list[str] = []
+    for config in configs:
+        args += ["--config", str(config)]
+    args += [_override(k, v) for k, v in (overrides or {}).items()]
+    load_modules(recipe_plugins(args))
+    cli = BertkitCLI(args=args, run=False, parser_kwargs={"exit_on_error": False}, **cli_kwargs())
+    return Composed(cli.model, cli.datamodule, cli.trainer)

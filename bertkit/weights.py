@@ -1,0 +1,100 @@
+"""Reading and writing encoder weights in Hugging Face format.
+
+A model directory holds ``config.json`` and ``model.safetensors`` (preferred) or
+``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``). Checkpoints of
+``BertFor*`` models carry a ``bert.`` prefix and ``cls.*`` pre-training heads: the prefix is
+stripped, the heads are left for objective plugins and reported, anything else unexpected is an
+error that names the keys.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from bertkit.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# Buffers older transformers versions saved; derived, never learned.
+_DERIVED = ("embeddings.position_ids",)
+
+
+def read_state_dict(directory: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """Load the raw tensors of a model directory.
+
+    Returns:
+        (state dict, the file it came from).
+
+    Raises:
+        FileNotFoundError: the directory holds neither weight file.
+    """
+    directory = Path(directory)
+    for name in WEIGHT_FILES:
+        path = directory / name
+        if path.is_file():
+            if name.endswith(".safetensors"):
+                return load_file(str(path)), path
+            return torch.load(path, map_location="cpu", weights_only=True), path
+    raise FileNotFoundError(f"{directory}: no weights found (expected one of {', '.join(WEIGHT_FILES)})")
+
+
+def _short(keys: list[str], limit: int = 8) -> str:
+    more = f" … and {len(keys) - limit} more" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more
+
+
+def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dict[str, torch.Tensor]:
+    """Copy a directory's encoder weights into ``encoder`` (a ``BertEncoder``).
+
+    Returns:
+        The checkpoint's ``cls.*`` pre-training head tensors (prefix kept), possibly empty.
+
+    Raises:
+        FileNotFoundError: no weight file.
+        ValueError: a tensor's shape disagrees with ``config.json``, an encoder tensor is missing,
+            or the file has keys that belong to no BERT module; the message names them.
+    """
+    raw, path = read_state_dict(directory)
+    state, heads = {}, {}
+    for key, tensor in raw.items():
+        key = key.removeprefix("bert.")
+        if key.startswith("cls."):
+            heads[key] = tensor
+        elif key not in _DERIVED:
+            state[key] = tensor
+    own = encoder.state_dict()
+    unexpected = sorted(set(state) - set(own))
+    if unexpected:
+        raise ValueError(f"{path}: unexpected keys, not part of a BERT encoder: {_short(unexpected)}")
+    wrong = [
+        f"{k} {tuple(v.shape)} vs config {tuple(own[k].shape)}" for k, v in state.items() if v.shape != own[k].shape
+    ]
+    if wrong:
+        raise ValueError(f"{path}: weights do not match config.json: {_short(wrong, 4)}")
+    missing = sorted(set(own) - set(state))
+    pooler_only = all(k.startswith("pooler.") for k in missing)
+    if missing and not pooler_only:
+        raise ValueError(f"{path}: missing encoder weights: {_short(missing)}")
+    if missing:
+        log.warning("%s has no pooler weights; the pooler keeps its fresh initialisation", path)
+    encoder.load_state_dict(state, strict=False)
+    if heads:
+        log.info("%s: %d pre-training head tensors (cls.*) not used by the encoder", path, len(heads))
+    return heads
+
+
+def save_encoder(encoder: torch.nn.Module, directory: str | Path) -> None:
+    """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with atomic_path(directory / "config.json") as tmp:
+        tmp.write_text(json.dumps(encoder.config.to_dict(), indent=2) + "\n", encoding="utf-8")
+    tensors = {k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+    with atomic_path(directory / "model.safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "pt"})

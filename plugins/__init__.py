@@ -1,0 +1,1 @@
+"""bertkit's built-in plugins, installed as ``bertkit_plugins`` and loaded through entry points."""

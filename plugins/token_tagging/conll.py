@@ -1,0 +1,155 @@
+"""CoNLL column files and tagging schemes (Tjong Kim Sang & De Meulder 2003).
+
+One token a line, whitespace-separated columns (``token POS chunk NER`` in CoNLL-2003), a blank
+line between sentences, ``-DOCSTART-`` lines between documents. Tags are read in IOB1, IOB2 or
+BIOES and always converted to IOB2 (B- begins every entity), the scheme the model predicts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMES = ("IOB1", "IOB2", "BIOES")
+_TAG = {"IOB1": re.compile(r"^[BI]-\S+$"), "IOB2": re.compile(r"^[BI]-\S+$"), "BIOES": re.compile(r"^[BIES]-\S+$")}
+
+
+@dataclass
+class Sentence:
+    """A sentence: words, IOB2 tags (None when unlabelled), and where it came from.
+
+    Attributes:
+        words: the tokens of the sentence.
+        tags: IOB2 tags, one per word, or None.
+        source: ``file:line`` of the first word.
+        lines: the line number of every word (for error messages).
+        text: the sentence as text; words joined by single spaces unless read from plain text.
+        offsets: (start, end) character offsets of each word in ``text``.
+    """
+
+    words: list[str]
+    tags: list[str] | None
+    source: str
+    lines: list[int] = field(default_factory=list)
+    text: str = ""
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            self.text = " ".join(self.words)
+            starts = []
+            pos = 0
+            for word in self.words:
+                starts.append((pos, pos + len(word)))
+                pos += len(word) + 1
+            self.offsets = starts
+
+
+def to_iob2(tags: list[str], scheme: str) -> list[str]:
+    """Convert one sentence's tags to IOB2.
+
+    IOB1 (and IOB2, on which this is the identity): an ``I-X`` that does not continue an ``X``
+    entity begins one (``B-X``). BIOES: ``S-X`` -> ``B-X``, ``E-X`` -> ``I-X``.
+
+    Raises:
+        ValueError: unknown scheme.
+    """
+    if scheme not in SCHEMES:
+        raise ValueError(f"tag scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    out: list[str] = []
+    for tag in tags:
+        if scheme == "BIOES" and tag[:2] in ("S-", "E-"):
+            tag = ("B-" if tag[0] == "S" else "I-") + tag[2:]
+        if tag.startswith("I-") and (not out or out[-1] == "O" or out[-1][2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        out.append(tag)
+    return out
+
+
+def read_conll(path: str | Path, scheme: str = "IOB1", tag_column: int = -1, labelled: bool = True) -> list[Sentence]:
+    """Read a CoNLL column file.
+
+    Args:
+        path: the file.
+        scheme: the file's tagging scheme: IOB1 (CoNLL-2003), IOB2 or BIOES.
+        tag_column: index of the tag column (-1 = last).
+        labelled: read tags; False reads the first column only (for prediction).
+
+    Returns:
+        Sentences with IOB2 tags; ``-DOCSTART-`` lines and blank lines only separate.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a line without the tag column, or a tag that is not ``O`` or valid in
+            ``scheme``; the message gives ``file:line`` and the line.
+    """
+    path = Path(path)
+    if scheme not in SCHEMES:
+        raise ValueError(f"tag scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    sentences: list[Sentence] = []
+    words: list[str] = []
+    tags: list[str] = []
+    lines: list[int] = []
+
+    def flush() -> None:
+        if words:
+            iob2 = to_iob2(tags, scheme) if labelled else None
+            sentences.append(Sentence(list(words), iob2, f"{path}:{lines[0]}", list(lines)))
+        words.clear(), tags.clear(), lines.clear()
+
+    with path.open(encoding="utf-8") as handle:
+        for number, raw in enumerate(handle, start=1):
+            cols = raw.split()
+            if not cols or cols[0] == "-DOCSTART-":
+                flush()
+                continue
+            if labelled:
+                try:
+                    tag = cols[tag_column]
+                except IndexError:
+                    raise ValueError(
+                        f"{path}:{number}: expected a tag in column {tag_column} of {len(cols)}, got {raw.rstrip()!r}"
+                    ) from None
+                if len(cols) < 2:
+                    raise ValueError(f"{path}:{number}: expected 'token ... tag' columns, got {raw.rstrip()!r}")
+                if tag != "O" and not _TAG[scheme].match(tag):
+                    raise ValueError(f"{path}:{number}: tag {tag!r} is not O or a valid {scheme} tag")
+                tags.append(tag)
+            words.append(cols[0])
+            lines.append(number)
+    flush()
+    return sentences
+
+
+def entities(tags: list[str]) -> list[tuple[str, int, int]]:
+    """Entity chunks of an IOB2 (or IOB1/BIOES) tag sequence, conlleval semantics.
+
+    Follows conlleval.pl / seqeval's default (non-strict) mode: a chunk starts at B-, S-, or a
+    type change, and at I-/E- after O, E- or S-; ill-formed sequences are read, not rejected.
+
+    Returns:
+        (type, first word, last word + 1) for every chunk, in order.
+    """
+    found = []
+    start, kind = None, None
+    prev_tag, prev_type = "O", ""
+    for i, tag in enumerate([*tags, "O"]):
+        flag, typ = (tag[0], tag[2:]) if tag != "O" else ("O", "")
+        ends = (
+            prev_tag in ("E", "S")
+            or (prev_tag in ("B", "I") and flag in ("B", "S", "O"))
+            or (prev_tag != "O" and prev_type != typ)
+        )
+        begins = (
+            flag in ("B", "S")
+            or (prev_tag in ("E", "S", "O") and flag in ("E", "I"))
+            or (flag != "O" and prev_type != typ)
+        )
+        if ends and start is not None:
+            found.append((kind, start, i))
+            start = None
+        if begins:
+            start, kind = i, typ
+        prev_tag, prev_type = flag, typ
+    return found

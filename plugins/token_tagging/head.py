@@ -1,0 +1,194 @@
+"""``TokenTaggingHead``: a linear tagger on every token, for NER (Devlin et al. 2019, §5.3).
+
+Each word is labelled on its first sub-word token (the paper's choice; ``label_all_subwords``
+labels the rest with the word's tag, B- turned into I-, as Hugging Face ``run_ner.py``). Long
+sentences become overlapping word-aligned windows; predictions are re-joined at word level.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tokenizers import pre_tokenizers
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.heads import Batch, Feature, Head
+from bertkit.model import EncoderOutput
+from bertkit.tokenizer import BertTokenizer
+from bertkit_plugins.token_tagging.conll import SCHEMES, Sentence, entities, read_conll
+from bertkit_plugins.token_tagging.metric import EntityF1
+from bertkit_plugins.token_tagging.windows import make_windows, owners
+
+SAMPLE_DIR = Path(__file__).parent / "sample"
+
+
+class TokenTaggingHead(Head):
+    """Token tagging (NER) head.
+
+    Args:
+        entity_types: entity types, e.g. ``[PER, LOC, ORG, MISC]``; tags are O, B-X, I-X. A tag
+            of another type in any file is an error naming the file and line.
+        tag_scheme: scheme of the input files: IOB1 (CoNLL-2003), IOB2 or BIOES.
+        tag_column: column of the tag in CoNLL files (-1 = last).
+        label_all_subwords: also train on non-first sub-words (predictions always use the first).
+        stride: tokens of overlap between windows of a sentence longer than ``max_length``.
+        classifier_dropout: dropout before the linear tagger.
+    """
+
+    name = "ner"
+    monitor = "f1"
+
+    def __init__(
+        self,
+        entity_types: list[str],
+        tag_scheme: str = "IOB1",
+        tag_column: int = -1,
+        label_all_subwords: bool = False,
+        stride: int = 32,
+        classifier_dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if tag_scheme not in SCHEMES:
+            raise ValueError(f"tag_scheme={tag_scheme!r}: expected one of {', '.join(SCHEMES)}")
+        if not entity_types or len(set(entity_types)) != len(entity_types):
+            raise ValueError(f"entity_types={entity_types!r}: expected a non-empty list of distinct types")
+        self.save_hyperparameters()
+        self.tags = ["O"] + [f"{p}-{t}" for t in entity_types for p in ("B", "I")]
+        self.tag_ids = {t: i for i, t in enumerate(self.tags)}
+        self.metrics = nn.ModuleDict({stage: EntityF1(self.tags) for stage in ("val", "test")})
+
+    def build(self, config: BertConfig) -> None:
+        self.dropout = nn.Dropout(self.hparams.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, len(self.tags))
+        nn.init.normal_(self.classifier.weight, std=config.initializer_range)
+        nn.init.zeros_(self.classifier.bias)
+
+    # ----- data -----
+    def _check_types(self, sentences: list[Sentence]) -> None:
+        for s in sentences:
+            for tag, line in zip(s.tags or [], s.lines):
+                if tag not in self.tag_ids:
+                    raise ValueError(
+                        f"{s.source.rsplit(':', 1)[0]}:{line}: tag {tag} has an entity type not in "
+                        f"model.head.entity_types {list(self.hparams.entity_types)}; add it to the recipe"
+                    )
+
+    def read(self, path: Path, labelled: bool = True) -> list[Sentence]:
+        hp = self.hparams
+        sentences = read_conll(path, hp.tag_scheme, hp.tag_column, labelled)
+        self._check_types(sentences)
+        return sentences
+
+    def read_text(self, path: Path) -> list[Sentence]:
+        """One sentence per non-blank line, split with BERT's pre-tokenizer; offsets into the line."""
+        split = pre_tokenizers.BertPreTokenizer()
+        sentences = []
+        with Path(path).open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                line = line.rstrip("\n")
+                pieces = split.pre_tokenize_str(line)
+                if pieces:
+                    words = [w for w, _ in pieces]
+                    offsets = [o for _, o in pieces]
+                    sentences.append(Sentence(words, None, f"{path}:{number}", [number] * len(words), line, offsets))
+        return sentences
+
+    def _word_tokens(self, sentence: Sentence, ids: list[int], word_ids: list[int | None], unk: int) -> tuple[list[int], list[int]]:
+        """Tokens and their word index; a word the tokenizer drops entirely becomes ``[UNK]``."""
+        out_ids, out_words = [], []
+        pos = 0
+        for w in range(len(sentence.words)):
+            if pos < len(ids) and word_ids[pos] == w:
+                while pos < len(ids) and word_ids[pos] == w:
+                    out_ids.append(ids[pos]), out_words.append(w)
+                    pos += 1
+            else:
+                out_ids.append(unk), out_words.append(w)
+        return out_ids, out_words
+
+    def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
+        hp = self.hparams
+        encodings = tokenizer.backend.encode_batch([s.words for s in examples], is_pretokenized=True, add_special_tokens=False)
+        budget = max_length - 2
+        features = []
+        for index, (sentence, enc) in enumerate(zip(examples, encodings)):
+            ids, word_ids = self._word_tokens(sentence, enc.ids, enc.word_ids, tokenizer.unk_token_id)
+            spans = make_windows(word_ids, budget, min(hp.stride, budget - 1))
+            owner = owners(word_ids, spans)
+            tag_ids = [self.tag_ids[t] for t in sentence.tags] if sentence.tags is not None else None
+            for k, (s, e) in enumerate(spans):
+                word_index, labels = [-1], [-100]  # [CLS]
+                for pos in range(s, e):
+                    w = word_ids[pos]
+                    first = pos == 0 or word_ids[pos - 1] != w
+                    mine = owner[w] == k
+                    word_index.append(w if first and mine else -1)
+                    if tag_ids is None or not mine or not (first or hp.label_all_subwords):
+                        labels.append(-100)
+                    else:
+                        tag = self.tags[tag_ids[w]]
+                        labels.append(tag_ids[w] if first else self.tag_ids.get("I-" + tag[2:], tag_ids[w]))
+                word_index.append(-1)  # [SEP]
+                labels.append(-100)
+                n = e - s + 2
+                feature = {
+                    "input_ids": [tokenizer.cls_token_id, *ids[s:e], tokenizer.sep_token_id],
+                    "token_type_ids": [0] * n,
+                    "word_index": word_index,
+                    "example_index": index,
+                }
+                if tag_ids is not None:
+                    feature["labels"] = labels
+                features.append(feature)
+        return features
+
+    # ----- model -----
+    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        logits = self.classifier(self.dropout(encoded.last_hidden_state))  # (B, T, num_tags)
+        out = {"logits": logits}
+        if "labels" in batch:
+            out["loss"] = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+        return out
+
+    def _word_level(self, outputs: dict[str, torch.Tensor], batch: Batch) -> tuple[torch.Tensor, ...]:
+        mask = batch["word_index"] >= 0  # (B, T) first sub-word of an owned word
+        rows = mask.nonzero()[:, 0]
+        example = batch["example_index"][rows]
+        return mask, example, batch["word_index"][mask], outputs["logits"].argmax(-1)[mask]
+
+    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
+        mask, example, word, pred = self._word_level(outputs, batch)
+        self.metrics[stage].update(example, word, pred, batch["labels"][mask])
+
+    def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
+        scores = self.metrics[stage].compute()
+        self.metrics[stage].reset()
+        return scores
+
+    # ----- predictions -----
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        _, example, word, pred = self._word_level(outputs, batch)
+        return [{"example_index": e, "word_index": w, "tag": self.tags[p]} for e, w, p in zip(example.tolist(), word.tolist(), pred.tolist())]
+
+    def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        tags = [["O"] * len(s.words) for s in examples]
+        for p in predictions:
+            tags[p["example_index"]][p["word_index"]] = p["tag"]
+        records = []
+        for sentence, sentence_tags in zip(examples, tags):
+            spans = []
+            for kind, first, last in entities(sentence_tags):
+                start, end = sentence.offsets[first][0], sentence.offsets[last - 1][1]
+                spans.append({"type": kind, "text": sentence.text[start:end], "start": start, "end": end, "words": [first, last]})
+            record = {"source": sentence.source, "text": sentence.text, "words": sentence.words, "tags": sentence_tags, "entities": spans}
+            if sentence.tags is not None:
+                record["gold_tags"] = sentence.tags
+            records.append(record)
+        return records
+
+    def sample_data_dir(self) -> Path:
+        return SAMPLE_DIR

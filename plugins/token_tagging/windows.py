@@ -1,0 +1,57 @@
+"""Word-aligned overlapping windows, so a sentence longer than ``max_length`` loses no word.
+
+Windows break at word boundaries where possible and overlap by about ``stride`` tokens; each word
+is *owned* by exactly one window, the one where it has the most context on both sides (the
+"max context" rule of google-research/bert run_squad.py), so it is labelled and predicted once.
+"""
+
+from __future__ import annotations
+
+
+def make_windows(word_ids: list[int], budget: int, stride: int) -> list[tuple[int, int]]:
+    """Token spans ``[start, end)`` covering all tokens, each at most ``budget`` long.
+
+    Args:
+        word_ids: word index of each sub-word token (non-decreasing).
+        budget: tokens per window (``max_length`` minus the specials).
+        stride: tokens of overlap between consecutive windows (less if words do not fit).
+
+    Raises:
+        ValueError: ``budget`` < 1 or ``stride`` not in ``[0, budget)``.
+    """
+    if budget < 1 or not 0 <= stride < budget:
+        raise ValueError(f"window budget {budget} and stride {stride}: need budget >= 1 and 0 <= stride < budget")
+    n = len(word_ids)
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while True:
+        end = min(start + budget, n)
+        if end < n:  # back off to a word boundary unless one word fills the window
+            cut = end
+            while cut > start and word_ids[cut] == word_ids[cut - 1]:
+                cut -= 1
+            end = cut if cut > start else end
+        spans.append((start, end))
+        if end >= n:
+            return spans
+        nxt = max(end - stride, start + 1)
+        while nxt < end and word_ids[nxt] == word_ids[nxt - 1]:  # start on a word's first token
+            nxt += 1
+        start = nxt
+
+
+def owners(word_ids: list[int], spans: list[tuple[int, int]]) -> dict[int, int]:
+    """Map each word (by its first token) to the window index that owns it (max context)."""
+    first: dict[int, int] = {}
+    for pos, w in enumerate(word_ids):
+        first.setdefault(w, pos)
+    owner: dict[int, int] = {}
+    for w, pos in first.items():
+        best, best_score = -1, -1
+        for k, (s, e) in enumerate(spans):
+            if s <= pos < e:
+                score = min(pos - s, e - 1 - pos)
+                if score > best_score:
+                    best, best_score = k, score
+        owner[w] = best
+    return owner
