@@ -49,10 +49,16 @@ def recipe_plugins(args: list[str]) -> list[str]:
     return names
 
 
+def newest_last(checkpoint: ModelCheckpoint) -> Path | None:
+    """The newest ``last*.ckpt`` (``last.ckpt``, ``last-v1.ckpt`` …) in a checkpoint directory."""
+    found = sorted(Path(checkpoint.dirpath or ".").glob("last*.ckpt"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
 def _best_from_last(checkpoint: ModelCheckpoint) -> str | None:
-    """``best_model_path`` recorded in ``last.ckpt`` of an earlier run's checkpoint directory."""
-    last = Path(checkpoint.dirpath or "") / "last.ckpt"
-    if not last.is_file():
+    """``best_model_path`` recorded in the newest last checkpoint of an earlier run."""
+    last = newest_last(checkpoint)
+    if last is None:
         return None
     state = torch.load(last, map_location="cpu", weights_only=True).get("callbacks", {})
     for key, value in state.items():
@@ -75,12 +81,12 @@ class BertkitCLI(LightningCLI):
         checkpoint = self.trainer.checkpoint_callback
         if wanted not in ("best", "last") or checkpoint is None or checkpoint.best_model_path:
             return
-        path = _best_from_last(checkpoint) if wanted == "best" else str(Path(checkpoint.dirpath or "") / "last.ckpt")
+        path = _best_from_last(checkpoint) if wanted == "best" else newest_last(checkpoint)
         if path is None or not Path(path).is_file():
             raise FileNotFoundError(
                 f"--ckpt_path {wanted}: no checkpoint found in {checkpoint.dirpath} (run `bertkit fit` with this recipe first)"
             )
-        config["ckpt_path"] = path
+        config["ckpt_path"] = str(path)
 
     def before_validate(self) -> None:
         self._resolve_ckpt_path()

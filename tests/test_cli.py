@@ -1,0 +1,85 @@
+"""The main job end to end on the bundled sample: fit -> checkpoint -> test -> predict, resume,
+weights-only checkpoints, plain-text prediction, and --print_config round trip."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from bertkit import BertModule
+from tests.conftest import FAST, RECIPE, run_bertkit
+
+
+def test_fit_writes_weights_only_checkpoints(sample_run):
+    ckpts = sorted((sample_run / "runs/ner/checkpoints").glob("*.ckpt"))
+    assert {p.name for p in ckpts} >= {"last.ckpt"} and len(ckpts) == 2
+    ckpt = torch.load(ckpts[0], weights_only=True)
+    assert ckpt["hyper_parameters"]["head"]["init_args"]["entity_types"] == ["PER", "LOC", "ORG", "MISC"]
+    model = BertModule.load_from_checkpoint(ckpts[0], weights_only=True)
+    assert torch.equal(model.head.classifier.weight, ckpt["state_dict"]["head.classifier.weight"])
+    assert not list(sample_run.glob("runs/ner/checkpoints/.*.tmp"))
+
+
+def test_test_reports_entity_scores(sample_run):
+    proc = run_bertkit("test", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run)
+    metrics = (sample_run / "runs/ner/logs").glob("version_*/metrics.csv")
+    header = next(iter(sorted(metrics, key=lambda p: p.stat().st_mtime, reverse=True))).read_text().splitlines()[0]
+    for key in ("test/f1", "test/precision", "test/recall", "test/f1_PER", "test/f1_MISC"):
+        assert key in header, proc.stdout
+
+
+def test_predict_on_conll_and_plain_text(sample_run):
+    run_bertkit("predict", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run)
+    records = [json.loads(line) for line in (sample_run / "runs/ner/predictions.jsonl").read_text().splitlines()]
+    from bertkit_plugins.token_tagging.conll import read_conll
+    from bertkit_plugins.token_tagging.head import SAMPLE_DIR
+
+    sentences = read_conll(SAMPLE_DIR / "eng.testb")
+    assert [r["words"] for r in records] == [s.words for s in sentences]
+    assert all(len(r["tags"]) == len(r["words"]) for r in records)
+
+    text = sample_run / "news.txt"
+    text.write_text("Marta Kowalczyk flew from Lisbon to Oslo on Monday.\n\n  Shares in Bluefin Bank fell (again) today.\n")
+    out = sample_run / "news.jsonl"
+    run_bertkit(
+        "predict", "--config", str(RECIPE), "--ckpt_path", "best", f"--data.predict_file={text}",
+        "--trainer.callbacks+=bertkit.PredictionWriter", f"--trainer.callbacks.output_file={out}",
+        "--trainer.enable_progress_bar=false", cwd=sample_run,
+    )
+    lines = text.read_text().splitlines()
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["text"] for r in records] == [lines[0], lines[2]]
+    assert records[1]["words"][:3] == ["Shares", "in", "Bluefin"] and "(" in records[1]["words"]
+    for r in records:
+        for e in r["entities"]:
+            assert r["text"][e["start"] : e["end"]] == e["text"]
+            first, last = e["words"]
+            assert e["text"].startswith(r["words"][first]) and e["text"].endswith(r["words"][last - 1])
+
+
+def test_resume_from_last_checkpoint(sample_run, tmp_path):
+    import shutil
+
+    shutil.copytree(sample_run / "runs", tmp_path / "runs")
+    before = torch.load(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
+    args = [a for a in FAST if not a.startswith("--trainer.max_epochs")]
+    run_bertkit("fit", "--config", str(RECIPE), *args, "--trainer.max_epochs=2", "--ckpt_path", "last", cwd=tmp_path)
+    # The earlier run's last.ckpt is kept; the resumed run writes last-v1.ckpt.
+    after = torch.load(tmp_path / "runs/ner/checkpoints/last-v1.ckpt", weights_only=True)
+    assert (before["epoch"], after["epoch"]) == (0, 1)
+    assert after["global_step"] == 2 * before["global_step"]
+
+
+def test_print_config_reruns_unchanged(tmp_path):
+    first = run_bertkit("fit", "--config", str(RECIPE), *FAST, "--print_config", cwd=tmp_path).stdout
+    (tmp_path / "printed.yaml").write_text(first)
+    second = run_bertkit("fit", "--config", "printed.yaml", "--print_config", cwd=tmp_path).stdout
+    assert first == second
+    run_bertkit("fit", "--config", "printed.yaml", "--trainer.limit_val_batches=0", cwd=tmp_path)
+    assert (tmp_path / "runs/ner/checkpoints/last.ckpt").is_file()
+
+
+def test_bad_config_value_is_named(tmp_path):
+    proc = run_bertkit("fit", "--config", str(RECIPE), "--data.predict_format=xml", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "predict_format" in proc.stderr

@@ -1,0 +1,133 @@
+"""Encoder: numerical parity with transformers.BertModel, loading errors, export, features."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from bertkit import BertConfig, BertEncoder, token_features
+from tests.conftest import CONLL, need
+
+transformers = pytest.importorskip("transformers")
+
+PAIRS = [
+    ("The cat sat on the mat .", "It was warm there ."),
+    ("Peter Blackburn", "BRUSSELS 1996-08-22"),
+]
+
+
+def _conll_sentences(n: int) -> list[str]:
+    from bertkit_plugins.token_tagging.conll import read_conll
+
+    return [" ".join(s.words) for s in read_conll(need(CONLL / "eng.testa"))[:n]]
+
+
+@pytest.fixture(scope="module")
+def pair(minilm_dir):
+    hf = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+    ours = BertEncoder.from_pretrained(minilm_dir).eval()
+    tok = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir))
+    return hf, ours, tok
+
+
+def _max_diff(pair, batch) -> float:
+    hf, ours, _ = pair
+    with torch.no_grad():
+        a = hf(**batch).last_hidden_state
+        b = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+    mask = batch["attention_mask"].bool()
+    return (a - b)[mask].abs().max().item()
+
+
+def test_parity_padded_batch_of_real_sentences(pair):
+    sentences = _conll_sentences(64)
+    batch = pair[2](sentences, padding=True, return_tensors="pt")
+    assert batch["attention_mask"].float().mean() < 0.9  # the batch really is padded
+    assert _max_diff(pair, batch) <= 1e-4
+
+
+def test_parity_sentence_pairs_and_single(pair):
+    tok = pair[2]
+    batch = tok([a for a, _ in PAIRS], [b for _, b in PAIRS], padding=True, return_tensors="pt")
+    assert batch["token_type_ids"].max() == 1
+    assert _max_diff(pair, batch) <= 1e-4
+    single = tok(["EU rejects German call to boycott British lamb ."], return_tensors="pt")
+    assert _max_diff(pair, single) <= 1e-4
+
+
+def test_pooler_and_all_hidden_states(pair):
+    hf, ours, tok = pair
+    batch = tok([a for a, _ in PAIRS], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        a = hf(**batch, output_hidden_states=True)
+        b = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], output_hidden_states=True)
+    assert len(b.hidden_states) == ours.config.num_hidden_layers + 1
+    assert (a.pooler_output - b.pooler_output).abs().max() <= 1e-4
+    mask = batch["attention_mask"].bool()
+    for x, y in zip(a.hidden_states, b.hidden_states):
+        assert (x - y)[mask].abs().max() <= 1e-4
+
+
+def test_state_dict_keys_match_hf(pair):
+    hf, ours, _ = pair
+    assert set(ours.state_dict()) == set(hf.state_dict()) - {"embeddings.position_ids"}
+
+
+def test_export_loads_in_transformers(pair, tmp_path):
+    _, ours, tok = pair
+    ours.save_pretrained(tmp_path)
+    reloaded = transformers.BertModel.from_pretrained(str(tmp_path)).eval()
+    batch = tok(["Export round trip ."], return_tensors="pt")
+    assert _max_diff((reloaded, ours, tok), batch) <= 1e-6
+
+
+def test_pytorch_model_bin_and_bert_prefix(minilm_dir, tmp_path):
+    state = {f"bert.{k}": v for k, v in load_file(str(minilm_dir / "model.safetensors")).items()}
+    state["cls.predictions.bias"] = torch.zeros(30522)
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    shutil.copy(minilm_dir / "config.json", tmp_path)
+    enc = BertEncoder.from_pretrained(tmp_path)
+    ref = BertEncoder.from_pretrained(minilm_dir)
+    assert torch.equal(enc.embeddings.word_embeddings.weight, ref.embeddings.word_embeddings.weight)
+
+
+def test_missing_files_are_named(minilm_dir, tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        BertEncoder.from_pretrained(tmp_path)
+    shutil.copy(minilm_dir / "config.json", tmp_path)
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        BertEncoder.from_pretrained(tmp_path)
+
+
+def test_shape_mismatch_and_unexpected_keys_are_named(minilm_dir, tmp_path):
+    config = BertConfig.from_pretrained(minilm_dir).to_dict()
+    config["intermediate_size"] = 1024
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    shutil.copy(minilm_dir / "model.safetensors", tmp_path)
+    with pytest.raises(ValueError, match=r"encoder.layer.0.intermediate.dense.weight \(1536, 384\) vs config \(1024, 384\)"):
+        BertEncoder.from_pretrained(tmp_path)
+    shutil.copy(minilm_dir / "config.json", tmp_path)
+    state = load_file(str(minilm_dir / "model.safetensors"))
+    state["encoder.layer.0.adapter.weight"] = torch.zeros(2)
+    save_file(state, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match="unexpected keys.*encoder.layer.0.adapter.weight"):
+        BertEncoder.from_pretrained(tmp_path)
+
+
+def test_presets_and_features():
+    config = BertConfig.preset("tiny", vocab_size=100)
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (2, 128, 2)
+    assert BertConfig.preset("large").intermediate_size == 4096
+    with pytest.raises(ValueError, match="unknown preset"):
+        BertConfig.preset("huge")
+    enc = BertEncoder(BertConfig.preset("mini", vocab_size=100)).eval()
+    out = enc(torch.randint(0, 100, (2, 7)), output_hidden_states=True)
+    assert token_features(out.hidden_states, "concat_last_four").shape == (2, 7, 4 * 256)
+    assert torch.allclose(token_features(out.hidden_states, "sum_last_four"), torch.stack(out.hidden_states[-4:]).sum(0))
+    with pytest.raises(ValueError, match="how='mean'"):
+        token_features(out.hidden_states, "mean")

@@ -1,0 +1,132 @@
+"""Plugins: entry-point discovery of a separately installed distribution, listing, narrowing,
+broken plugins, misspelled hooks, inline registration, and a recipe naming a third-party head."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import bertkit
+from bertkit.plugins import PluginError, PluginWarning, register_plugin, registered, unregister_plugin
+from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def pip_install_target(project: Path, target: Path) -> None:
+    """Install a fixture distribution into ``target`` (used via PYTHONPATH; the test env stays clean)."""
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(project)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    pip_install_target(FIXTURES / "bertkit-demo-head", target)
+    pip_install_target(FIXTURES / "bertkit-broken", target)
+    return target
+
+
+def env_with(site: Path, **extra: str) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), **extra}
+
+
+def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
+    proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site))
+    infos = {p["name"]: p for p in json.loads(proc.stdout)}
+    demo = infos["demo_head"]
+    assert demo["distribution"] == "bertkit-demo-head" and demo["version"] == "0.3.1"
+    assert demo["hooks"] == ["register_heads"] and demo["registered"] == {"heads": ["MLPTaggingHead"]}
+    assert infos["token_tagging"]["registered"] == {"heads": ["TokenTaggingHead"]}
+    assert infos["pretrained"]["registered"] == {"pretrained": ["all-MiniLM-L6-v2"]}
+    # The broken ones are skipped with a warning that names them; the command still works.
+    assert "broken_import" not in infos and "misspelled" not in infos
+    assert "bertkit plugin 'broken_import'" in proc.stderr and "needs a package that is not installed" in proc.stderr
+    assert "bertkit plugin 'misspelled'" in proc.stderr and "register_head" in proc.stderr
+
+
+def test_load_env_narrows_third_party_plugins(site, tmp_path):
+    proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
+    names = {p["name"] for p in json.loads(proc.stdout)}
+    assert names == {"pretrained", "token_tagging", "demo_head"} and "broken_import" not in proc.stderr
+    proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS=""))
+    assert {p["name"] for p in json.loads(proc.stdout)} == {"pretrained", "token_tagging"}
+
+
+def test_strict_mode_makes_a_broken_plugin_an_error(site, tmp_path):
+    proc = run_bertkit("plugins", cwd=tmp_path, env=env_with(site, BERTKIT_STRICT_PLUGINS="1"), check=False)
+    assert proc.returncode != 0 and "PluginError" in proc.stderr and "broken_import" in proc.stderr
+
+
+def test_recipe_uses_third_party_head_by_short_name(site, tmp_path):
+    recipe = tmp_path / "mlp.yaml"
+    recipe.write_text(
+        "model:\n  head:\n    class_path: MLPTaggingHead\n    init_args:\n"
+        "      entity_types: [PER, LOC, ORG, MISC]\n      hidden_units: 16\n"
+    )
+    args = ["fit", "--config", str(RECIPE), "--config", str(recipe), *FAST, "--trainer.limit_val_batches=0"]
+    run_bertkit(*args, cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
+    import torch
+
+    ckpt = torch.load(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
+    assert ckpt["hyper_parameters"]["head"]["class_path"] == "bertkit_demo_head.MLPTaggingHead"
+    assert "head.classifier.2.weight" in ckpt["state_dict"]
+
+
+def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
+    recipe = tmp_path / "listed.yaml"
+    recipe.write_text("plugins: [bertkit_demo_head]\nmodel:\n  head:\n    class_path: MLPTaggingHead\n    init_args:\n      entity_types: [PER]\n")
+    proc = run_bertkit("fit", "--config", str(recipe), "--print_config", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS=""))
+    assert "class_path: bertkit_demo_head.MLPTaggingHead" in proc.stdout
+    missing = tmp_path / "missing.yaml"
+    missing.write_text("plugins: [no_such_plugin_module]\n")
+    proc = run_bertkit("fit", "--config", str(missing), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "'no_such_plugin_module' listed in the recipe cannot be imported" in proc.stderr
+
+
+class InlinePlugin:
+    @bertkit.hookimpl
+    def register_pretrained(self, register):
+        register("tiny-local", lambda: "/nowhere")
+
+
+class Misspelled:
+    @bertkit.hookimpl
+    def register_pretrianed(self, register):
+        pass
+
+
+def test_inline_registration_and_check_pending(monkeypatch):
+    register_plugin(InlinePlugin(), "inline")
+    try:
+        assert registered("register_pretrained")["tiny-local"]() == "/nowhere"
+    finally:
+        unregister_plugin("inline")
+    assert "tiny-local" not in registered("register_pretrained")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert register_plugin(Misspelled(), "typo") is False
+    assert any(issubclass(w.category, PluginWarning) and "register_pretrianed" in str(w.message) for w in caught)
+    monkeypatch.setenv("BERTKIT_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginError, match="typo"):
+        register_plugin(Misspelled(), "typo")
+
+
+def test_registry_name_clash_is_an_error():
+    class Clash:
+        @bertkit.hookimpl
+        def register_pretrained(self, register):
+            register("all-MiniLM-L6-v2", lambda: "/elsewhere")
+
+    register_plugin(Clash(), "clash")
+    try:
+        with pytest.raises(PluginError, match="registered by both"):
+            registered("register_pretrained")
+    finally:
+        unregister_plugin("clash")
