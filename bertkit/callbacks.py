@@ -14,6 +14,12 @@ from bertkit.io import write_jsonl
 log = logging.getLogger(__name__)
 
 
+def prediction_records(pl_module: pl.LightningModule, datamodule: Any, batches: list[list[dict]]) -> list[dict]:
+    """Per-example records from ``trainer.predict`` output (lists of per-feature predictions)."""
+    flat = [p for batch in batches for p in batch]
+    return pl_module.head.format_predictions(datamodule.examples["predict"], flat)
+
+
 class PredictionWriter(BasePredictionWriter):
     """Write one JSON record per predicted example, atomically, when ``predict`` ends.
 
@@ -32,7 +38,5 @@ class PredictionWriter(BasePredictionWriter):
     def write_on_epoch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, predictions: Any, batch_indices: Any
     ) -> None:
-        flat = [p for batch in predictions for p in batch]
-        examples = trainer.datamodule.examples["predict"]
-        count = write_jsonl(self.output_file, pl_module.head.format_predictions(examples, flat))
+        count = write_jsonl(self.output_file, prediction_records(pl_module, trainer.datamodule, predictions))
         log.warning("wrote %d predictions to %s", count, self.output_file)

@@ -83,7 +83,8 @@ class BertDataModule(pl.LightningDataModule):
     Args:
         data_dir: directory holding the split files.
         dataset: the data set's path under ``$BERTKIT_DATA_DIR`` (e.g. ``ner/conll2003``).
-        train_file: training split, relative to the data directory (or absolute).
+        train_file: training split: absolute, relative to the working directory if it exists
+            there, else relative to the data directory (the same for every ``*_file``).
         validation_file: validation split; None to skip validation.
         test_file: test split.
         predict_file: file to predict on.
@@ -153,8 +154,9 @@ class BertDataModule(pl.LightningDataModule):
         return sample
 
     def _path(self, name: str) -> Path:
-        path = Path(name).expanduser()
-        path = path if path.is_absolute() else self.data_directory() / path
+        """An absolute path, a path that exists from the working directory, else one under the data directory."""
+        given = Path(name).expanduser()
+        path = given if given.is_absolute() or given.is_file() else self.data_directory() / given
         if not path.is_file():
             raise FileNotFoundError(f"{path}: data file not found")
         return path

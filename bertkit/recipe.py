@@ -9,6 +9,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 
+from bertkit.callbacks import prediction_records
 from bertkit.cli import BertkitCLI, cli_kwargs, recipe_plugins
 from bertkit.data import BertDataModule
 from bertkit.module import BertModule
@@ -22,6 +23,17 @@ class Composed:
     model: BertModule
     datamodule: BertDataModule
     trainer: pl.Trainer
+
+    def predict(self, path: str | Path) -> list[dict[str, Any]]:
+        """Predict on a file (a ``.txt`` file: one example per line) and return the records.
+
+        Raises:
+            FileNotFoundError: no such file.
+        """
+        self.datamodule.hparams.predict_file = str(Path(path).resolve())
+        self.datamodule.features.pop("predict", None)
+        batches = self.trainer.predict(self.model, datamodule=self.datamodule)
+        return prediction_records(self.model, self.datamodule, batches)
 
 
 def _override(key: str, value: Any) -> str:

@@ -184,10 +184,7 @@ class TokenTaggingHead(Head):
             for kind, first, last in entities(sentence_tags):
                 start, end = sentence.offsets[first][0], sentence.offsets[last - 1][1]
                 spans.append({"type": kind, "text": sentence.text[start:end], "start": start, "end": end, "words": [first, last]})
-            record = {"source": sentence.source, "text": sentence.text, "words": sentence.words, "tags": sentence_tags, "entities": spans}
-            if sentence.tags is not None:
-                record["gold_tags"] = sentence.tags
-            records.append(record)
+            records.append({"source": sentence.source, "text": sentence.text, "words": sentence.words, "tags": sentence_tags, "entities": spans})
         return records
 
     def sample_data_dir(self) -> Path:
