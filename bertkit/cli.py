@@ -7,6 +7,7 @@ so short ``class_path`` names of plugin heads resolve.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,9 @@ from pytorch_lightning.cli import LightningCLI
 
 from bertkit.data import BertDataModule
 from bertkit.module import BertModule
-from bertkit.plugins import describe, load_modules, plugin_manager
+from bertkit.plugins import PluginError, describe, load_modules, plugin_manager
+
+DEBUG_ENV = "BERTKIT_DEBUG"
 
 
 def recipe_plugins(args: list[str]) -> list[str]:
@@ -130,10 +133,12 @@ def main(argv: list[str] | None = None) -> int:
         return print_plugins(args[1:])
     try:
         load_modules(recipe_plugins(args))
-    except (OSError, ValueError, RuntimeError) as err:
-        print(f"bertkit: error: {err}", file=sys.stderr)
+        BertkitCLI(args=argv, **cli_kwargs())
+    except (FileNotFoundError, ValueError, PluginError) as err:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        print(f"bertkit: error: {err}\n(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
         return 2
-    BertkitCLI(args=argv, **cli_kwargs())
     return 0
 
 

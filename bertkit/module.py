@@ -7,6 +7,7 @@ decay to zero over the run; gradient clipping (1.0) is the trainer's ``gradient_
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -43,7 +44,6 @@ class BertModule(pl.LightningModule):
         warmup_ratio: fraction of all optimizer steps spent warming up linearly from 0.
         adam_epsilon: AdamW epsilon.
         adam_betas: AdamW (beta1, beta2).
-        hidden_dropout_prob: overrides the encoder's dropout when given.
     """
 
     def __init__(
@@ -58,7 +58,6 @@ class BertModule(pl.LightningModule):
         warmup_ratio: float = 0.1,
         adam_epsilon: float = 1e-8,
         adam_betas: tuple[float, float] = (0.9, 0.999),
-        hidden_dropout_prob: float | None = None,
     ) -> None:
         super().__init__()
         if isinstance(head, dict):  # rebuilt from a checkpoint's hyper-parameters
@@ -68,10 +67,6 @@ class BertModule(pl.LightningModule):
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
         self.encoder, self.tokenizer = self._build_encoder(pretrained, preset, vocab_file, lowercase)
-        if hidden_dropout_prob is not None:
-            for m in self.encoder.modules():
-                if isinstance(m, torch.nn.Dropout):
-                    m.p = hidden_dropout_prob
         self.head = head
         head.build(self.encoder.config)
 
@@ -84,11 +79,10 @@ class BertModule(pl.LightningModule):
             return BertEncoder.from_pretrained(directory), BertTokenizer.from_pretrained(directory)
         if preset is None or vocab_file is None:
             raise ValueError("model: give pretrained, or preset and vocab_file for a fresh encoder")
-        tokenizer = (
-            BertTokenizer.from_vocab(vocab_file, lowercase)
-            if not vocab_file.endswith("/") and vocab_file.endswith(".txt")
-            else BertTokenizer.from_pretrained(vocab_file)
-        )
+        if Path(vocab_file).is_dir():
+            tokenizer = BertTokenizer.from_pretrained(vocab_file)
+        else:
+            tokenizer = BertTokenizer.from_vocab(vocab_file, lowercase)
         return BertEncoder(BertConfig.preset(preset, vocab_size=tokenizer.vocab_size)), tokenizer
 
     @override

@@ -83,3 +83,25 @@ def test_print_config_reruns_unchanged(tmp_path):
 def test_bad_config_value_is_named(tmp_path):
     proc = run_bertkit("fit", "--config", str(RECIPE), "--data.predict_format=xml", cwd=tmp_path, check=False)
     assert proc.returncode != 0 and "predict_format" in proc.stderr
+
+
+def test_malformed_data_file_is_a_short_error_naming_file_and_line(tmp_path):
+    (tmp_path / "eng.train").write_text("EU I-ORG\nrejects O\n\nGerman\n")
+    proc = run_bertkit("fit", "--config", str(RECIPE), f"--data.data_dir={tmp_path}", cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert f"bertkit: error: {tmp_path / 'eng.train'}:4: expected 'token ... tag' columns" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_long_lines_are_windowed_and_rejoined_in_prediction(sample_run):
+    words = " ".join(f"Oslo{i} and Lisbon{i} ," for i in range(40))
+    text = sample_run / "long.txt"
+    text.write_text(words + "\n")
+    out = sample_run / "long.jsonl"
+    run_bertkit(
+        "predict", "--config", str(RECIPE), "--ckpt_path", "best", f"--data.predict_file={text}", "--data.max_length=24",
+        "--trainer.callbacks+=bertkit.PredictionWriter", f"--trainer.callbacks.output_file={out}",
+        "--trainer.enable_progress_bar=false", cwd=sample_run,
+    )
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["words"] == words.split() and len(record["tags"]) == 120

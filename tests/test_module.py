@@ -1,0 +1,68 @@
+"""BertModule: BERT's optimiser groups and schedule, a fresh preset encoder, hyper-parameters."""
+
+from __future__ import annotations
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from bertkit import BertModule
+from bertkit.module import no_decay
+from bertkit_plugins.token_tagging import TokenTaggingHead
+
+
+@pytest.fixture
+def tiny(minilm_dir) -> BertModule:
+    return BertModule(TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt"))
+
+
+def test_fresh_preset_encoder(tiny):
+    assert tiny.encoder.config.num_hidden_layers == 2 and tiny.encoder.config.vocab_size == tiny.tokenizer.vocab_size
+    assert tiny.hparams["head"] == {"class_path": "bertkit_plugins.token_tagging.head.TokenTaggingHead",
+                                    "init_args": dict(TokenTaggingHead(["PER"]).hparams)}
+
+
+def test_weight_decay_groups_and_linear_schedule(tiny):
+    class Stub:
+        estimated_stepping_batches = 100
+
+    tiny._trainer = Stub()  # only estimated_stepping_batches is read
+    config = tiny.configure_optimizers()
+    decay, plain = config["optimizer"].param_groups
+    names = {id(p): n for n, p in tiny.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and plain["weight_decay"] == 0.0
+    assert all(not no_decay(names[id(p)]) for p in decay["params"])
+    assert {names[id(p)] for p in plain["params"]} >= {"encoder.embeddings.LayerNorm.weight", "head.classifier.bias"}
+    schedule = config["lr_scheduler"]["scheduler"]
+    lrs = []
+    for _ in range(100):
+        lrs.append(schedule.get_last_lr()[0])
+        config["optimizer"].step(), schedule.step()
+    peak = max(lrs)
+    assert lrs[0] == 0 and lrs.index(peak) == 10 and peak == pytest.approx(5e-5)  # 10 % warm-up
+    assert lrs[55] == pytest.approx(5e-5 * 45 / 90) and lrs[-1] == pytest.approx(5e-5 / 90)
+
+
+def test_bad_settings_are_named(minilm_dir):
+    with pytest.raises(ValueError, match="warmup_ratio"):
+        BertModule(TokenTaggingHead(["PER"]), warmup_ratio=1.5)
+    with pytest.raises(ValueError, match="preset and vocab_file"):
+        BertModule(TokenTaggingHead(["PER"]), pretrained=None)
+    with pytest.raises(FileNotFoundError, match="registered: all-MiniLM-L6-v2"):
+        BertModule(TokenTaggingHead(["PER"]), pretrained="bert-base-uncased")
+
+
+def test_training_step_reduces_loss_on_a_batch(tiny):
+    from bertkit.data import pad_batch
+    from bertkit_plugins.token_tagging.conll import Sentence
+
+    pl.seed_everything(0)
+    sentences = [Sentence(["Marta", "met", "Tomas"], ["B-PER", "O", "B-PER"], "mem:1", [1, 2, 3])] * 4
+    batch = pad_batch(tiny.head.featurize(sentences, tiny.tokenizer, 16), tiny.tokenizer.pad_token_id)
+    optimizer = torch.optim.AdamW(tiny.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(20):
+        loss = tiny(batch)["loss"]
+        optimizer.zero_grad(), loss.backward(), optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
