@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 import torch
+from bertkit_plugins.pretrained import locate_minilm
+from bertkit_plugins.token_tagging.conll import Sentence, read_conll
 
 from bertkit import compose
 from bertkit.io import atomic_path
-from bertkit_plugins.pretrained import locate_minilm
-from bertkit_plugins.token_tagging.conll import Sentence, read_conll
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,14 +65,25 @@ def run_bertkit(args: argparse.Namespace, data_dir: Path) -> dict:
     seconds = time.perf_counter() - start
     tokens = args.epochs * sum(len(f["input_ids"]) for f in run.datamodule.features["train"])
     scores = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
-    return {"train_seconds": seconds, "train_tokens": tokens, "tokens_per_second": tokens / seconds,
-            "test_f1": scores["test/f1"], "test_scores": scores}
+    return {
+        "train_seconds": seconds,
+        "train_tokens": tokens,
+        "tokens_per_second": tokens / seconds,
+        "test_f1": scores["test/f1"],
+        "test_scores": scores,
+    }
 
 
 def run_transformers(args: argparse.Namespace, train: list[Sentence], test: list[Sentence], out_dir: Path) -> dict:
     from seqeval.metrics import f1_score
-    from transformers import (AutoModelForTokenClassification, AutoTokenizer, DataCollatorForTokenClassification,
-                              Trainer, TrainingArguments, set_seed)
+    from transformers import (
+        AutoModelForTokenClassification,
+        AutoTokenizer,
+        DataCollatorForTokenClassification,
+        Trainer,
+        TrainingArguments,
+        set_seed,
+    )
 
     set_seed(args.seed)
     tags = ["O"] + [f"{p}-{t}" for t in ("PER", "LOC", "ORG", "MISC") for p in ("B", "I")]
@@ -81,31 +92,58 @@ def run_transformers(args: argparse.Namespace, train: list[Sentence], test: list
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
     def tokenize_and_align_labels(sentences: list[Sentence]) -> list[dict]:  # run_ner.py, label_all_tokens=False
-        enc = tokenizer([s.words for s in sentences], truncation=True, max_length=args.max_length, is_split_into_words=True)
+        enc = tokenizer(
+            [s.words for s in sentences], truncation=True, max_length=args.max_length, is_split_into_words=True
+        )
         rows = []
         for i, s in enumerate(sentences):
             previous, labels = None, []
             for w in enc.word_ids(batch_index=i):
                 labels.append(-100 if w is None or w == previous else label_id[s.tags[w]])
                 previous = w
-            rows.append({"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i],
-                         "token_type_ids": enc["token_type_ids"][i], "labels": labels})
+            rows.append(
+                {
+                    "input_ids": enc["input_ids"][i],
+                    "attention_mask": enc["attention_mask"][i],
+                    "token_type_ids": enc["token_type_ids"][i],
+                    "labels": labels,
+                }
+            )
         return rows
 
     train_rows, test_rows = tokenize_and_align_labels(train), tokenize_and_align_labels(test)
     model = AutoModelForTokenClassification.from_pretrained(
-        model_dir, num_labels=len(tags), id2label=dict(enumerate(tags)), label2id=label_id)
+        model_dir, num_labels=len(tags), id2label=dict(enumerate(tags)), label2id=label_id
+    )
     # transformers 5 takes a ratio as a float warmup_steps; 4.x has warmup_ratio.
     import inspect
 
     ratio_key = "warmup_ratio" if "warmup_ratio" in inspect.signature(TrainingArguments).parameters else "warmup_steps"
     warmup = {ratio_key: args.warmup_ratio}
     training = TrainingArguments(
-        output_dir=str(out_dir / "hf"), per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=2 * args.batch_size,
-        learning_rate=args.lr, weight_decay=0.01, **warmup, num_train_epochs=args.epochs, max_grad_norm=1.0,
-        seed=args.seed, save_strategy="no", eval_strategy="no", logging_strategy="no", report_to=[], use_cpu=True,
-        dataloader_num_workers=0, disable_tqdm=True)
-    trainer = Trainer(model=model, args=training, train_dataset=train_rows, data_collator=DataCollatorForTokenClassification(tokenizer))
+        output_dir=str(out_dir / "hf"),
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=2 * args.batch_size,
+        learning_rate=args.lr,
+        weight_decay=0.01,
+        **warmup,
+        num_train_epochs=args.epochs,
+        max_grad_norm=1.0,
+        seed=args.seed,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=model,
+        args=training,
+        train_dataset=train_rows,
+        data_collator=DataCollatorForTokenClassification(tokenizer),
+    )
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
@@ -116,8 +154,13 @@ def run_transformers(args: argparse.Namespace, train: list[Sentence], test: list
         keep = [(label, int(scores[k].argmax())) for k, label in enumerate(row["labels"]) if label != -100]
         gold.append([tags[g] for g, _ in keep]), pred.append([tags[p] for _, p in keep])
     dropped = sum(len(s.words) for s in test) - sum(len(g) for g in gold)
-    return {"train_seconds": seconds, "train_tokens": tokens, "tokens_per_second": tokens / seconds,
-            "test_f1": f1_score(gold, pred), "test_words_truncated_away": dropped}
+    return {
+        "train_seconds": seconds,
+        "train_tokens": tokens,
+        "tokens_per_second": tokens / seconds,
+        "test_f1": f1_score(gold, pred),
+        "test_words_truncated_away": dropped,
+    }
 
 
 def main() -> None:
@@ -146,8 +189,12 @@ def main() -> None:
 
     result = {
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "machine": {"cpu_threads": torch.get_num_threads(), "torch": torch.__version__, "transformers": transformers.__version__,
-                    "python": platform.python_version()},
+        "machine": {
+            "cpu_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": platform.python_version(),
+        },
         "bertkit": ours,
         "transformers": theirs,
         "f1_difference": ours["test_f1"] - theirs["test_f1"],
@@ -155,9 +202,18 @@ def main() -> None:
     }
     with atomic_path(args.output) as tmp_file:
         tmp_file.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("f1_difference", "throughput_ratio")} | {
-        "bertkit_f1": ours["test_f1"], "transformers_f1": theirs["test_f1"],
-        "bertkit_tokens_per_s": ours["tokens_per_second"], "transformers_tokens_per_s": theirs["tokens_per_second"]}, indent=2))
+    print(
+        json.dumps(
+            {k: result[k] for k in ("f1_difference", "throughput_ratio")}
+            | {
+                "bertkit_f1": ours["test_f1"],
+                "transformers_f1": theirs["test_f1"],
+                "bertkit_tokens_per_s": ours["tokens_per_second"],
+                "transformers_tokens_per_s": theirs["tokens_per_second"],
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ def pad_batch(features: list[Feature], pad_token_id: int = 0) -> Batch:
             batch[key] = torch.tensor([f[key] + [pad] * (T - len(f[key])) for f in features])
         else:
             batch[key] = torch.tensor([f[key] for f in features])
-    batch["attention_mask"] = torch.tensor([[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in features])
+    batch["attention_mask"] = torch.tensor(
+        [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in features]
+    )
     return batch
 
 
@@ -149,7 +151,9 @@ class BertDataModule(pl.LightningDataModule):
         log.warning(
             "No data directory given: using the bundled sample %s. For the real data pass "
             "--data.data_dir DIR or set %s=ROOT (reads ROOT/%s).",
-            sample, DATA_ENV, hp.dataset,
+            sample,
+            DATA_ENV,
+            hp.dataset,
         )
         return sample
 

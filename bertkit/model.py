@@ -212,8 +212,7 @@ class BertEncoder(nn.Module):
         B, T = input_ids.shape
         if T > self.config.max_position_embeddings:
             raise ValueError(
-                f"input_ids has {T} tokens, more than max_position_embeddings "
-                f"({self.config.max_position_embeddings})"
+                f"input_ids has {T} tokens, more than max_position_embeddings ({self.config.max_position_embeddings})"
             )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)

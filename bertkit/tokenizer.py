@@ -71,7 +71,9 @@ class BertTokenizer:
         )
 
     @classmethod
-    def from_vocab(cls, vocab_file: str | Path, lowercase: bool = True, strip_accents: bool | None = None) -> BertTokenizer:
+    def from_vocab(
+        cls, vocab_file: str | Path, lowercase: bool = True, strip_accents: bool | None = None
+    ) -> BertTokenizer:
         """Tokenizer from a ``vocab.txt`` (one token a line; the line number is the id).
 
         Args:

@@ -29,14 +29,19 @@ def minilm_dir() -> Path:
     return Path(locate_minilm())
 
 
-def run_bertkit(*args: str, cwd: Path, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def run_bertkit(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     """Run the ``bertkit`` console script of this environment."""
-    full_env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
-    full_env.pop("BERTKIT_DATA_DIR", None) if env is None or "BERTKIT_DATA_DIR" not in env else None
+    # Recipes fall back to the bundled sample: drop the real-data folder unless a test sets it.
+    full_env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
+    full_env.update({"PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})})
     exe = Path(sys.executable).with_name("bertkit")
     proc = subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
-        raise AssertionError(f"bertkit {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"bertkit {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 

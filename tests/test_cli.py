@@ -22,7 +22,9 @@ def test_fit_writes_weights_only_checkpoints(sample_run):
 
 
 def test_test_reports_entity_scores(sample_run):
-    proc = run_bertkit("test", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run)
+    proc = run_bertkit(
+        "test", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run
+    )
     metrics = (sample_run / "runs/ner/logs").glob("version_*/metrics.csv")
     header = next(iter(sorted(metrics, key=lambda p: p.stat().st_mtime, reverse=True))).read_text().splitlines()[0]
     for key in ("test/f1", "test/precision", "test/recall", "test/f1_PER", "test/f1_MISC"):
@@ -30,7 +32,9 @@ def test_test_reports_entity_scores(sample_run):
 
 
 def test_predict_on_conll_and_plain_text(sample_run):
-    run_bertkit("predict", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run)
+    run_bertkit(
+        "predict", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run
+    )
     records = [json.loads(line) for line in (sample_run / "runs/ner/predictions.jsonl").read_text().splitlines()]
     from bertkit_plugins.token_tagging.conll import read_conll
     from bertkit_plugins.token_tagging.head import SAMPLE_DIR
@@ -40,12 +44,21 @@ def test_predict_on_conll_and_plain_text(sample_run):
     assert all(len(r["tags"]) == len(r["words"]) for r in records)
 
     text = sample_run / "news.txt"
-    text.write_text("Marta Kowalczyk flew from Lisbon to Oslo on Monday.\n\n  Shares in Bluefin Bank fell (again) today.\n")
+    text.write_text(
+        "Marta Kowalczyk flew from Lisbon to Oslo on Monday.\n\n  Shares in Bluefin Bank fell (again) today.\n"
+    )
     out = sample_run / "news.jsonl"
     run_bertkit(
-        "predict", "--config", str(RECIPE), "--ckpt_path", "best", f"--data.predict_file={text}",
-        "--trainer.callbacks+=bertkit.PredictionWriter", f"--trainer.callbacks.output_file={out}",
-        "--trainer.enable_progress_bar=false", cwd=sample_run,
+        "predict",
+        "--config",
+        str(RECIPE),
+        "--ckpt_path",
+        "best",
+        f"--data.predict_file={text}",
+        "--trainer.callbacks+=bertkit.PredictionWriter",
+        f"--trainer.callbacks.output_file={out}",
+        "--trainer.enable_progress_bar=false",
+        cwd=sample_run,
     )
     lines = text.read_text().splitlines()
     records = [json.loads(line) for line in out.read_text().splitlines()]
@@ -99,9 +112,17 @@ def test_long_lines_are_windowed_and_rejoined_in_prediction(sample_run):
     text.write_text(words + "\n")
     out = sample_run / "long.jsonl"
     run_bertkit(
-        "predict", "--config", str(RECIPE), "--ckpt_path", "best", f"--data.predict_file={text}", "--data.max_length=24",
-        "--trainer.callbacks+=bertkit.PredictionWriter", f"--trainer.callbacks.output_file={out}",
-        "--trainer.enable_progress_bar=false", cwd=sample_run,
+        "predict",
+        "--config",
+        str(RECIPE),
+        "--ckpt_path",
+        "best",
+        f"--data.predict_file={text}",
+        "--data.max_length=24",
+        "--trainer.callbacks+=bertkit.PredictionWriter",
+        f"--trainer.callbacks.output_file={out}",
+        "--trainer.enable_progress_bar=false",
+        cwd=sample_run,
     )
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["words"] == words.split() and len(record["tags"]) == 120

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
 from bertkit_plugins.token_tagging import TokenTaggingHead
 from bertkit_plugins.token_tagging.conll import entities, read_conll, to_iob2
+
 from tests.conftest import CONLL, need
 
 

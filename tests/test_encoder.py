@@ -109,7 +109,9 @@ def test_shape_mismatch_and_unexpected_keys_are_named(minilm_dir, tmp_path):
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     shutil.copy(minilm_dir / "model.safetensors", tmp_path)
-    with pytest.raises(ValueError, match=r"encoder.layer.0.intermediate.dense.weight \(1536, 384\) vs config \(1024, 384\)"):
+    with pytest.raises(
+        ValueError, match=r"encoder.layer.0.intermediate.dense.weight \(1536, 384\) vs config \(1024, 384\)"
+    ):
         BertEncoder.from_pretrained(tmp_path)
     shutil.copy(minilm_dir / "config.json", tmp_path)
     state = load_file(str(minilm_dir / "model.safetensors"))
@@ -128,6 +130,8 @@ def test_presets_and_features():
     enc = BertEncoder(BertConfig.preset("mini", vocab_size=100)).eval()
     out = enc(torch.randint(0, 100, (2, 7)), output_hidden_states=True)
     assert token_features(out.hidden_states, "concat_last_four").shape == (2, 7, 4 * 256)
-    assert torch.allclose(token_features(out.hidden_states, "sum_last_four"), torch.stack(out.hidden_states[-4:]).sum(0))
+    assert torch.allclose(
+        token_features(out.hidden_states, "sum_last_four"), torch.stack(out.hidden_states[-4:]).sum(0)
+    )
     with pytest.raises(ValueError, match="how='mean'"):
         token_features(out.hidden_states, "mean")

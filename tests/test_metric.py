@@ -6,11 +6,11 @@ import random
 
 import pytest
 import torch
+from bertkit_plugins.token_tagging.conll import read_conll
+from bertkit_plugins.token_tagging.metric import EntityF1, entity_scores
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertkit_plugins.token_tagging.conll import read_conll
-from bertkit_plugins.token_tagging.metric import EntityF1, entity_scores
 from tests.conftest import CONLL, need
 
 seqeval_metrics = pytest.importorskip("seqeval.metrics")
@@ -56,7 +56,11 @@ def test_metric_joins_shuffled_word_level_updates(gold):
     """Updates in any order and split across calls (windows, batches) give seqeval's numbers."""
     sample, pred = gold[:400], corrupt(gold[:400], 0.1, 7)
     index = {t: i for i, t in enumerate(TAGS)}
-    rows = [(e, w, index[p], index[g]) for e, (gs, ps) in enumerate(zip(sample, pred)) for w, (g, p) in enumerate(zip(gs, ps))]
+    rows = [
+        (e, w, index[p], index[g])
+        for e, (gs, ps) in enumerate(zip(sample, pred))
+        for w, (g, p) in enumerate(zip(gs, ps))
+    ]
     random.Random(0).shuffle(rows)
     metric = EntityF1(TAGS)
     for k in range(0, len(rows), 97):

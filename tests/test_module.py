@@ -5,21 +5,25 @@ from __future__ import annotations
 import pytest
 import pytorch_lightning as pl
 import torch
+from bertkit_plugins.token_tagging import TokenTaggingHead
 
 from bertkit import BertModule
 from bertkit.module import no_decay
-from bertkit_plugins.token_tagging import TokenTaggingHead
 
 
 @pytest.fixture
 def tiny(minilm_dir) -> BertModule:
-    return BertModule(TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt"))
+    return BertModule(
+        TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt")
+    )
 
 
 def test_fresh_preset_encoder(tiny):
     assert tiny.encoder.config.num_hidden_layers == 2 and tiny.encoder.config.vocab_size == tiny.tokenizer.vocab_size
-    assert tiny.hparams["head"] == {"class_path": "bertkit_plugins.token_tagging.head.TokenTaggingHead",
-                                    "init_args": dict(TokenTaggingHead(["PER"]).hparams)}
+    assert tiny.hparams["head"] == {
+        "class_path": "bertkit_plugins.token_tagging.head.TokenTaggingHead",
+        "init_args": dict(TokenTaggingHead(["PER"]).hparams),
+    }
 
 
 def test_weight_decay_groups_and_linear_schedule(tiny):
@@ -53,8 +57,9 @@ def test_bad_settings_are_named(minilm_dir):
 
 
 def test_training_step_reduces_loss_on_a_batch(tiny):
-    from bertkit.data import pad_batch
     from bertkit_plugins.token_tagging.conll import Sentence
+
+    from bertkit.data import pad_batch
 
     pl.seed_everything(0)
     sentences = [Sentence(["Marta", "met", "Tomas"], ["B-PER", "O", "B-PER"], "mem:1", [1, 2, 3])] * 4

@@ -18,7 +18,9 @@ def test_notebook_executes(path, tmp_path):
     work = tmp_path / "notebooks"
     work.mkdir()
     (tmp_path / "recipes").symlink_to(ROOT / "recipes")
-    client = nbclient.NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(work)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(work)}}
+    )
     client.execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]

@@ -21,7 +21,18 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 def pip_install_target(project: Path, target: Path) -> None:
     """Install a fixture distribution into ``target`` (used via PYTHONPATH; the test env stays clean)."""
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), str(project)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "--target",
+        str(target),
+        str(project),
+    ]
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
 
 
@@ -81,8 +92,12 @@ def test_recipe_uses_third_party_head_by_short_name(site, tmp_path):
 
 def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
     recipe = tmp_path / "listed.yaml"
-    recipe.write_text("plugins: [bertkit_demo_head]\nmodel:\n  head:\n    class_path: MLPTaggingHead\n    init_args:\n      entity_types: [PER]\n")
-    proc = run_bertkit("fit", "--config", str(recipe), "--print_config", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS=""))
+    recipe.write_text(
+        "plugins: [bertkit_demo_head]\nmodel:\n  head:\n    class_path: MLPTaggingHead\n    init_args:\n      entity_types: [PER]\n"
+    )
+    proc = run_bertkit(
+        "fit", "--config", str(recipe), "--print_config", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="")
+    )
     assert "class_path: bertkit_demo_head.MLPTaggingHead" in proc.stdout
     missing = tmp_path / "missing.yaml"
     missing.write_text("plugins: [no_such_plugin_module]\n")

@@ -51,7 +51,10 @@ def test_cased_vocab_matches_hf(tmp_path):
 def test_pairs_truncation_offsets_word_ids(minilm_dir):
     hf = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir))
     ours = BertTokenizer.from_pretrained(minilm_dir)
-    a, b = "Who founded Corrin Analytics in Lisbon?", "It was founded by Marta Kowalczyk in 1998 , a year after the merger ."
+    a, b = (
+        "Who founded Corrin Analytics in Lisbon?",
+        "It was founded by Marta Kowalczyk in 1998 , a year after the merger .",
+    )
     ref = hf(a, b, truncation="longest_first", max_length=16, return_offsets_mapping=True)
     enc = ours.encode(a, b, max_length=16)
     assert enc.input_ids == ref["input_ids"] and len(enc.input_ids) == 16

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging.conll import Sentence
+from bertkit_plugins.token_tagging.windows import make_windows, owners
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertTokenizer
-from bertkit_plugins.token_tagging import TokenTaggingHead
-from bertkit_plugins.token_tagging.conll import Sentence
-from bertkit_plugins.token_tagging.windows import make_windows, owners
 
 
 @settings(max_examples=300, deadline=None)

@@ -2,8 +2,9 @@
 
 from collections.abc import Callable
 
-import bertkit
 from bertkit_plugins.token_tagging.head import TokenTaggingHead
+
+import bertkit
 
 __all__ = ["TokenTaggingHead"]
 

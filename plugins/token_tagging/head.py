@@ -12,6 +12,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from bertkit_plugins.token_tagging.conll import SCHEMES, Sentence, entities, read_conll
+from bertkit_plugins.token_tagging.metric import EntityF1
+from bertkit_plugins.token_tagging.windows import make_windows, owners
 from tokenizers import pre_tokenizers
 from torch import nn
 
@@ -19,9 +22,6 @@ from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
-from bertkit_plugins.token_tagging.conll import SCHEMES, Sentence, entities, read_conll
-from bertkit_plugins.token_tagging.metric import EntityF1
-from bertkit_plugins.token_tagging.windows import make_windows, owners
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 
@@ -97,7 +97,9 @@ class TokenTaggingHead(Head):
                     sentences.append(Sentence(words, None, f"{path}:{number}", [number] * len(words), line, offsets))
         return sentences
 
-    def _word_tokens(self, sentence: Sentence, ids: list[int], word_ids: list[int | None], unk: int) -> tuple[list[int], list[int]]:
+    def _word_tokens(
+        self, sentence: Sentence, ids: list[int], word_ids: list[int | None], unk: int
+    ) -> tuple[list[int], list[int]]:
         """Tokens and their word index; a word the tokenizer drops entirely becomes ``[UNK]``."""
         out_ids, out_words = [], []
         pos = 0
@@ -112,7 +114,9 @@ class TokenTaggingHead(Head):
 
     def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
         hp = self.hparams
-        encodings = tokenizer.backend.encode_batch([s.words for s in examples], is_pretokenized=True, add_special_tokens=False)
+        encodings = tokenizer.backend.encode_batch(
+            [s.words for s in examples], is_pretokenized=True, add_special_tokens=False
+        )
         budget = max_length - 2
         features = []
         for index, (sentence, enc) in enumerate(zip(examples, encodings)):
@@ -172,7 +176,10 @@ class TokenTaggingHead(Head):
     # ----- predictions -----
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
         _, example, word, pred = self._word_level(outputs, batch)
-        return [{"example_index": e, "word_index": w, "tag": self.tags[p]} for e, w, p in zip(example.tolist(), word.tolist(), pred.tolist())]
+        return [
+            {"example_index": e, "word_index": w, "tag": self.tags[p]}
+            for e, w, p in zip(example.tolist(), word.tolist(), pred.tolist())
+        ]
 
     def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         tags = [["O"] * len(s.words) for s in examples]
@@ -183,8 +190,18 @@ class TokenTaggingHead(Head):
             spans = []
             for kind, first, last in entities(sentence_tags):
                 start, end = sentence.offsets[first][0], sentence.offsets[last - 1][1]
-                spans.append({"type": kind, "text": sentence.text[start:end], "start": start, "end": end, "words": [first, last]})
-            records.append({"source": sentence.source, "text": sentence.text, "words": sentence.words, "tags": sentence_tags, "entities": spans})
+                spans.append(
+                    {"type": kind, "text": sentence.text[start:end], "start": start, "end": end, "words": [first, last]}
+                )
+            records.append(
+                {
+                    "source": sentence.source,
+                    "text": sentence.text,
+                    "words": sentence.words,
+                    "tags": sentence_tags,
+                    "entities": spans,
+                }
+            )
         return records
 
     def sample_data_dir(self) -> Path:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections import Counter
 
 import torch
-from torchmetrics import Metric
-
 from bertkit_plugins.token_tagging.conll import entities
+from torchmetrics import Metric
 
 
 def entity_scores(gold: list[list[str]], pred: list[list[str]], types: list[str]) -> dict[str, float]:
@@ -23,7 +22,7 @@ def entity_scores(gold: list[list[str]], pred: list[list[str]], types: list[str]
         types: entity types to report separately.
     """
     correct, n_gold, n_pred = Counter(), Counter(), Counter()
-    for s, (g, p) in enumerate(zip(gold, pred, strict=True)):
+    for g, p in zip(gold, pred, strict=True):
         g_set, p_set = set(entities(g)), set(entities(p))
         n_gold.update(e[0] for e in g_set)
         n_pred.update(e[0] for e in p_set)
@@ -35,7 +34,9 @@ def entity_scores(gold: list[list[str]], pred: list[list[str]], types: list[str]
         f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
         return precision, recall, f1
 
-    scores = dict(zip(("precision", "recall", "f1"), prf(sum(correct.values()), sum(n_pred.values()), sum(n_gold.values()))))
+    scores = dict(
+        zip(("precision", "recall", "f1"), prf(sum(correct.values()), sum(n_pred.values()), sum(n_gold.values())))
+    )
     for t in types:
         for name, value in zip(("precision", "recall", "f1"), prf(correct[t], n_pred[t], n_gold[t])):
             scores[f"{name}_{t}"] = value
@@ -61,7 +62,9 @@ class EntityF1(Metric):
         for name in ("example_index", "word_index", "preds", "target"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 
-    def update(self, example_index: torch.Tensor, word_index: torch.Tensor, preds: torch.Tensor, target: torch.Tensor) -> None:
+    def update(
+        self, example_index: torch.Tensor, word_index: torch.Tensor, preds: torch.Tensor, target: torch.Tensor
+    ) -> None:
         self.example_index.append(example_index.long())
         self.word_index.append(word_index.long())
         self.preds.append(preds.long())
