@@ -13,7 +13,7 @@ from bertkit.callbacks import prediction_records
 from bertkit.cli import BertkitCLI, cli_kwargs, recipe_plugins
 from bertkit.data import BertDataModule
 from bertkit.module import BertModule
-from bertkit.plugins import load_modules
+from bertkit.plugins import load_modules, plugin_manager
 
 
 @dataclass
@@ -56,6 +56,7 @@ def compose(*configs: str | Path, overrides: dict[str, Any] | None = None) -> Co
     for config in configs:
         args += ["--config", str(config)]
     args += [_override(k, v) for k, v in (overrides or {}).items()]
+    plugin_manager()  # entry points first: short class_path names must resolve
     load_modules(recipe_plugins(args))
     cli = BertkitCLI(args=args, run=False, parser_kwargs={"exit_on_error": False}, **cli_kwargs())
     return Composed(cli.model, cli.datamodule, cli.trainer)

@@ -99,10 +99,12 @@ def test_bad_config_value_is_named(tmp_path):
 
 
 def test_malformed_data_file_is_a_short_error_naming_file_and_line(tmp_path):
-    (tmp_path / "eng.train").write_text("EU I-ORG\nrejects O\n\nGerman\n")
-    proc = run_bertkit("fit", "--config", str(RECIPE), f"--data.data_dir={tmp_path}", cwd=tmp_path, check=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "eng.train").write_text("EU I-ORG\nrejects O\n\nGerman\n")
+    proc = run_bertkit("fit", "--config", str(RECIPE), f"--data.data_dir={data}", cwd=tmp_path, check=False)
     assert proc.returncode == 2
-    assert f"bertkit: error: {tmp_path / 'eng.train'}:4: expected 'token ... tag' columns" in proc.stderr
+    assert f"bertkit: error: {data / 'eng.train'}:4: expected 'token ... tag' columns, got 'German'" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -125,4 +127,4 @@ def test_long_lines_are_windowed_and_rejoined_in_prediction(sample_run):
         cwd=sample_run,
     )
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
-    assert record["words"] == words.split() and len(record["tags"]) == 120
+    assert record["words"] == words.split() and len(record["tags"]) == 160
