@@ -11,6 +11,17 @@ from bertkit import BertModule
 from tests.conftest import FAST, RECIPE, run_bertkit
 
 
+def predict_text(run_dir, text, *extra: str):
+    """``bertkit predict`` with the best checkpoint of ``run_dir`` on ``text``; returns the JSONL path."""
+    out = text.with_suffix(".jsonl")
+    run_bertkit(
+        "predict", "--config", str(RECIPE), "--ckpt_path", "best", f"--data.predict_file={text}", *extra,
+        "--trainer.callbacks+=bertkit.PredictionWriter", f"--trainer.callbacks.output_file={out}",
+        "--trainer.enable_progress_bar=false", cwd=run_dir,
+    )  # fmt: skip
+    return out
+
+
 def test_fit_writes_weights_only_checkpoints(sample_run):
     ckpts = sorted((sample_run / "runs/ner/checkpoints").glob("*.ckpt"))
     assert {p.name for p in ckpts} >= {"last.ckpt"} and len(ckpts) == 2
@@ -47,19 +58,7 @@ def test_predict_on_conll_and_plain_text(sample_run):
     text.write_text(
         "Marta Kowalczyk flew from Lisbon to Oslo on Monday.\n\n  Shares in Bluefin Bank fell (again) today.\n"
     )
-    out = sample_run / "news.jsonl"
-    run_bertkit(
-        "predict",
-        "--config",
-        str(RECIPE),
-        "--ckpt_path",
-        "best",
-        f"--data.predict_file={text}",
-        "--trainer.callbacks+=bertkit.PredictionWriter",
-        f"--trainer.callbacks.output_file={out}",
-        "--trainer.enable_progress_bar=false",
-        cwd=sample_run,
-    )
+    out = predict_text(sample_run, text)
     lines = text.read_text().splitlines()
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["text"] for r in records] == [lines[0], lines[2]]
@@ -112,19 +111,6 @@ def test_long_lines_are_windowed_and_rejoined_in_prediction(sample_run):
     words = " ".join(f"Oslo{i} and Lisbon{i} ," for i in range(40))
     text = sample_run / "long.txt"
     text.write_text(words + "\n")
-    out = sample_run / "long.jsonl"
-    run_bertkit(
-        "predict",
-        "--config",
-        str(RECIPE),
-        "--ckpt_path",
-        "best",
-        f"--data.predict_file={text}",
-        "--data.max_length=24",
-        "--trainer.callbacks+=bertkit.PredictionWriter",
-        f"--trainer.callbacks.output_file={out}",
-        "--trainer.enable_progress_bar=false",
-        cwd=sample_run,
-    )
+    out = predict_text(sample_run, text, "--data.max_length=24")
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["words"] == words.split() and len(record["tags"]) == 160
