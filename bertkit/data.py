@@ -79,8 +79,9 @@ class LengthGroupedSampler(Sampler[int]):
 class BertDataModule(pl.LightningDataModule):
     """Data for any head: split files in a data directory, featurized by the model's head.
 
-    The data directory is, in order: ``data_dir``; ``$BERTKIT_DATA_DIR/<dataset>``; the small
-    sample the head's plugin ships (with a message saying how to use the real data).
+    Split files are read from, in order: ``data_dir``; ``$BERTKIT_DATA_DIR/<dataset>``; else the
+    small sample the head's plugin ships (``Head.sample_files``; its test split also serves
+    ``predict``), with a message saying how to use the real data.
 
     Args:
         data_dir: directory holding the split files.
@@ -123,7 +124,7 @@ class BertDataModule(pl.LightningDataModule):
         if max_length < 8:
             raise ValueError(f"data.max_length={max_length}: expected at least 8")
         self.save_hyperparameters()
-        self._directory: Path | None = None
+        self._source: Path | dict[str, Path] | None = None
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
 
@@ -132,35 +133,39 @@ class BertDataModule(pl.LightningDataModule):
             raise RuntimeError("BertDataModule needs a trainer with a BertModule (trainer.fit(model, datamodule))")
         return self.trainer.lightning_module
 
-    def data_directory(self) -> Path:
-        """Where split files are read from (see the class docstring for the order)."""
-        if self._directory is None:
-            self._directory = self._find_directory()
-        return self._directory
+    def data_source(self) -> Path | dict[str, Path]:
+        """The data directory, or the head's sample files by split (see the class docstring)."""
+        if self._source is None:
+            self._source = self._find_source()
+        return self._source
 
-    def _find_directory(self) -> Path:
+    def _find_source(self) -> Path | dict[str, Path]:
         hp = self.hparams
         if hp.data_dir:
             return Path(hp.data_dir).expanduser()
         root = os.environ.get(DATA_ENV)
         if root and hp.dataset:
             return Path(root).expanduser() / hp.dataset
-        sample = self._module().head.sample_data_dir()
+        sample = self._module().head.sample_files()
         if sample is None:
             raise ValueError(f"no data: set data.data_dir or {DATA_ENV} (with data.dataset)")
         log.warning(
             "No data directory given: using the bundled sample %s. For the real data pass "
             "--data.data_dir DIR or set %s=ROOT (reads ROOT/%s).",
-            sample,
+            Path(sample["train"]).parent,
             DATA_ENV,
             hp.dataset,
         )
         return sample
 
-    def _path(self, name: str) -> Path:
-        """An absolute path, a path that exists from the working directory, else one under the data directory."""
+    def _path(self, split: str, name: str) -> Path:
+        """An absolute path, a path that exists from the working directory, else the split's file in the source."""
         given = Path(name).expanduser()
-        path = given if given.is_absolute() or given.is_file() else self.data_directory() / given
+        if given.is_absolute() or given.is_file():
+            path = given
+        else:
+            source = self.data_source()
+            path = source["test" if split == "predict" else split] if isinstance(source, dict) else source / given
         if not path.is_file():
             raise FileNotFoundError(f"{path}: data file not found")
         return path
@@ -170,7 +175,7 @@ class BertDataModule(pl.LightningDataModule):
             return
         if name is None:
             raise ValueError(f"data.{split}_file is not set")
-        module, path = self._module(), self._path(name)
+        module, path = self._module(), self._path(split, name)
         head = module.head
         fmt = self.hparams.predict_format
         as_text = split == "predict" and (fmt == "text" or (fmt == "auto" and path.suffix == ".txt"))

@@ -27,15 +27,7 @@ Feature = dict[str, Any]
 
 
 class Head(nn.Module, HyperparametersMixin, ABC):
-    """A task head: data in, loss and metrics out, predictions back to the user's units.
-
-    Class attributes:
-        name: short name used in metric keys (``val/ner/f1`` style is left to the module).
-        monitor: the validation metric a checkpoint callback should watch, e.g. ``f1``.
-    """
-
-    name: str = "head"
-    monitor: str = "loss"
+    """A task head: data in, loss and metrics out, predictions back to the user's units."""
 
     @abstractmethod
     def build(self, config: BertConfig) -> None:
@@ -79,8 +71,9 @@ class Head(nn.Module, HyperparametersMixin, ABC):
     def format_predictions(self, examples: list[Any], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One JSON-serialisable record per example, from all per-feature predictions."""
 
-    def sample_data_dir(self) -> Path | None:
-        """A small data set the plugin ships, used when no data directory is configured."""
+    def sample_files(self) -> dict[str, Path] | None:
+        """A small data set the plugin ships, by split (``train``, ``validation``, ``test``);
+        used when no data directory is configured."""
         return None
 
     def spec(self) -> dict[str, Any]:

@@ -147,13 +147,8 @@ class BertTokenizer:
         finally:
             self.backend.no_truncation()
 
-    def tokenize_words(self, words: list[str]) -> Encoded:
-        """WordPiece tokens of pre-split words, without specials: the input of window builders."""
-        return Encoded.from_encoding(self.backend.encode(words, is_pretokenized=True, add_special_tokens=False))
-
-    def pre_tokenize(self, text: str) -> list[tuple[str, tuple[int, int]]]:
-        """Split raw text into words with BERT's pre-tokenizer: (word, (start, end)) offsets into ``text``."""
-        return self.backend.pre_tokenizer.pre_tokenize_str(text)
-
-    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
-        return [self.backend.id_to_token(i) for i in ids]
+    def tokenize_words(self, sentences: list[list[str]]) -> list[Encoded]:
+        """WordPiece tokens of pre-split sentences, without specials (batched): the input of window
+        builders; ``word_ids`` index each sentence's words."""
+        encodings = self.backend.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
+        return [Encoded.from_encoding(enc) for enc in encodings]

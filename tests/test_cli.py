@@ -48,9 +48,9 @@ def test_predict_on_conll_and_plain_text(sample_run):
     )
     records = [json.loads(line) for line in (sample_run / "runs/ner/predictions.jsonl").read_text().splitlines()]
     from bertkit_plugins.token_tagging.conll import read_conll
-    from bertkit_plugins.token_tagging.head import SAMPLE_DIR
+    from bertkit_plugins.token_tagging.head import SAMPLE_FILES
 
-    sentences = read_conll(SAMPLE_DIR / "eng.testb")
+    sentences = read_conll(SAMPLE_FILES["test"])
     assert [r["words"] for r in records] == [s.words for s in sentences]
     assert all(len(r["tags"]) == len(r["words"]) for r in records)
 

@@ -24,6 +24,7 @@ from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
+SAMPLE_FILES = {split: SAMPLE_DIR / f"{split}.conll" for split in ("train", "validation", "test")}
 
 
 class TokenTaggingHead(Head):
@@ -38,9 +39,6 @@ class TokenTaggingHead(Head):
         stride: tokens of overlap between windows of a sentence longer than ``max_length``.
         classifier_dropout: dropout before the linear tagger.
     """
-
-    name = "ner"
-    monitor = "f1"
 
     def __init__(
         self,
@@ -114,13 +112,11 @@ class TokenTaggingHead(Head):
 
     def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
         hp = self.hparams
-        encodings = tokenizer.backend.encode_batch(
-            [s.words for s in examples], is_pretokenized=True, add_special_tokens=False
-        )
+        encodings = tokenizer.tokenize_words([s.words for s in examples])
         budget = max_length - 2
         features = []
         for index, (sentence, enc) in enumerate(zip(examples, encodings)):
-            ids, word_ids = self._word_tokens(sentence, enc.ids, enc.word_ids, tokenizer.unk_token_id)
+            ids, word_ids = self._word_tokens(sentence, enc.input_ids, enc.word_ids, tokenizer.unk_token_id)
             spans = make_windows(word_ids, budget, min(hp.stride, budget - 1))
             owner = owners(word_ids, spans)
             tag_ids = [self.tag_ids[t] for t in sentence.tags] if sentence.tags is not None else None
@@ -204,5 +200,5 @@ class TokenTaggingHead(Head):
             )
         return records
 
-    def sample_data_dir(self) -> Path:
-        return SAMPLE_DIR
+    def sample_files(self) -> dict[str, Path]:
+        return dict(SAMPLE_FILES)

@@ -58,7 +58,7 @@ class EntityF1(Metric):
     def __init__(self, tags: list[str]) -> None:
         super().__init__()
         self.tags = list(tags)
-        self.types = sorted({t[2:] for t in tags if t != "O"}, key=[t[2:] for t in tags].index)
+        self.types = list(dict.fromkeys(t[2:] for t in tags if t != "O"))
         for name in ("example_index", "word_index", "preds", "target"):
             self.add_state(name, default=[], dist_reduce_fx="cat")
 

@@ -1,7 +1,7 @@
 """Write the bundled NER sample (original sentences, CoNLL format, IOB1 tags like CoNLL-2003).
 
-Run ``python plugins/token_tagging/sample/generate.py`` to regenerate ``eng.train``,
-``eng.testa`` and ``eng.testb`` (seeded, so the output is identical each time). Person and
+Run ``python plugins/token_tagging/sample/generate.py`` to regenerate ``train.conll``,
+``validation.conll`` and ``test.conll`` (seeded, so the output is identical each time). Person and
 organisation names are invented; places and nationalities are real. Files use two columns
 (``token tag``); the tag is the last column, as in CoNLL-2003.
 """
@@ -168,5 +168,5 @@ def write(path: Path, n_docs: int, rng: random.Random) -> None:
 if __name__ == "__main__":
     here = Path(__file__).parent
     rng = random.Random(2003)
-    for name, docs in (("eng.train", 120), ("eng.testa", 16), ("eng.testb", 16)):
+    for name, docs in (("train.conll", 120), ("validation.conll", 16), ("test.conll", 16)):
         write(here / name, docs, rng)
