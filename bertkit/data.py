@@ -1,7 +1,9 @@
 """``BertDataModule``: files -> head-owned features -> dynamically padded, length-grouped batches.
 
 The data module is generic; the model's head reads the files and builds the features, so one
-data module serves every task. Features are built once per split in ``setup`` and kept in memory.
+data module serves every task. ``setup`` reads the examples (and lets the head ``prepare`` on the
+training examples); features are built when a loader is first asked for, after a checkpoint has
+restored what the head learned, and kept in memory.
 """
 
 from __future__ import annotations
@@ -27,17 +29,19 @@ PAD_VALUES = {"labels": -100, "word_index": -1}
 
 
 def pad_batch(features: list[Feature], pad_token_id: int = 0) -> Batch:
-    """Collate features: pad list-valued keys to the longest in the batch, stack scalars.
+    """Collate features: pad list-valued keys to their longest in the batch, stack scalars.
 
-    Adds ``attention_mask`` (B, T), 1 for real tokens. List keys become (B, T) long tensors padded
-    with ``pad_token_id`` for ``input_ids``, -100 for ``labels``, -1 for ``word_index``, else 0.
+    Adds ``attention_mask`` (B, T), 1 for real tokens. A list key becomes a (B, longest) tensor
+    padded with ``pad_token_id`` for ``input_ids``, -100 for ``labels``, -1 for ``word_index``,
+    else 0 (lists of equal length, such as multi-hot labels, are simply stacked).
     """
     T = max(len(f["input_ids"]) for f in features)
     batch: dict[str, torch.Tensor] = {}
     for key, first in features[0].items():
         if isinstance(first, list):
             pad = pad_token_id if key == "input_ids" else PAD_VALUES.get(key, 0)
-            batch[key] = torch.tensor([f[key] + [pad] * (T - len(f[key])) for f in features])
+            n = max(len(f[key]) for f in features)
+            batch[key] = torch.tensor([f[key] + [pad] * (n - len(f[key])) for f in features])
         else:
             batch[key] = torch.tensor([f[key] for f in features])
     batch["attention_mask"] = torch.tensor(
@@ -88,18 +92,21 @@ class BertDataModule(pl.LightningDataModule):
         dataset: the data set's path under ``$BERTKIT_DATA_DIR`` (e.g. ``ner/conll2003``).
         train_file: training split: absolute, relative to the working directory if it exists
             there, else relative to the data directory (the same for every ``*_file``).
-        validation_file: validation split; None to skip validation.
+        validation_file: validation split; None to skip validation (or see ``validation_split``).
         test_file: test split.
         predict_file: file to predict on.
         predict_format: ``auto`` (``.txt`` = plain text, one example per line; else the head's
             format), ``text``, or ``native``.
+        validation_split: without a ``validation_file``, hold out this fraction of the training
+            examples as the validation split: a random subset drawn with ``seed``, so the same
+            seed gives the same split (for data sets without a dev file, such as MRPC).
         max_length: tokens per feature, specials included (≤ max_position_embeddings).
         batch_size: training batch size (features).
         eval_batch_size: batch size for validation/test/predict; None = ``2 * batch_size``.
         group_by_length: length-grouped training batches (less padding); eval batches are
             always sorted by length.
         num_workers: DataLoader worker processes.
-        seed: seed of the training order.
+        seed: seed of the training order and of ``validation_split``.
     """
 
     def __init__(
@@ -111,6 +118,7 @@ class BertDataModule(pl.LightningDataModule):
         test_file: str | None = None,
         predict_file: str | None = None,
         predict_format: str = "auto",
+        validation_split: float = 0.0,
         max_length: int = 128,
         batch_size: int = 32,
         eval_batch_size: int | None = None,
@@ -121,6 +129,8 @@ class BertDataModule(pl.LightningDataModule):
         super().__init__()
         if predict_format not in ("auto", "text", "native"):
             raise ValueError(f"data.predict_format={predict_format!r}: expected auto, text or native")
+        if not 0.0 <= validation_split < 1.0:
+            raise ValueError(f"data.validation_split={validation_split}: expected 0 <= validation_split < 1")
         if max_length < 8:
             raise ValueError(f"data.max_length={max_length}: expected at least 8")
         self.save_hyperparameters()
@@ -170,35 +180,68 @@ class BertDataModule(pl.LightningDataModule):
             raise FileNotFoundError(f"{path}: data file not found")
         return path
 
-    def _load(self, split: str, name: str | None) -> None:
-        if split in self.features:
-            return
+    def _read(self, split: str, name: str | None) -> list[Any]:
         if name is None:
             raise ValueError(f"data.{split}_file is not set")
-        module, path = self._module(), self._path(split, name)
-        head = module.head
+        head, path = self._module().head, self._path(split, name)
         fmt = self.hparams.predict_format
         as_text = split == "predict" and (fmt == "text" or (fmt == "auto" and path.suffix == ".txt"))
         examples = head.read_text(path) if as_text else head.read(path, labelled=split != "predict")
-        self.examples[split] = examples
-        self.features[split] = head.featurize(examples, module.tokenizer, self.hparams.max_length)
-        log.info("%s: %d examples -> %d features from %s", split, len(examples), len(self.features[split]), path)
+        log.info("%s: %d examples from %s", split, len(examples), path)
+        return examples
+
+    def _load_train(self) -> None:
+        """Read train, let the head ``prepare`` on all of it, then hold out ``validation_split``."""
+        hp = self.hparams
+        examples = self._read("train", hp.train_file)
+        self._module().head.prepare(examples)
+        if hp.validation_file or not hp.validation_split:
+            self.examples["train"] = examples
+            return
+        order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(hp.seed)).tolist()
+        held = set(order[: round(hp.validation_split * len(examples))])
+        self.examples["validation"] = [e for i, e in enumerate(examples) if i in held]
+        self.examples["train"] = [e for i, e in enumerate(examples) if i not in held]
+        log.warning(
+            "validation: %d of %d training examples held out (validation_split=%s, seed=%d)",
+            len(held), len(examples), hp.validation_split, hp.seed,
+        )
+
+    def _load(self, split: str) -> None:
+        if split in self.examples:
+            return
+        if split in ("train", "validation") and (split == "train" or not self.hparams.validation_file):
+            self._load_train()
+        else:
+            self.examples[split] = self._read(split, self.hparams[f"{split}_file"])
+
+    def _has_validation(self) -> bool:
+        return bool(self.hparams.validation_file or self.hparams.validation_split)
 
     def setup(self, stage: str) -> None:
-        hp = self.hparams
         if stage == "fit":
-            self._load("train", hp.train_file)
-            if hp.validation_file:
-                self._load("validation", hp.validation_file)
+            self._load("train")
+            if self._has_validation():
+                self._load("validation")
         elif stage == "validate":
-            self._load("validation", hp.validation_file)
-        elif stage == "test":
-            self._load("test", hp.test_file)
-        elif stage == "predict":
-            self._load("predict", hp.predict_file)
+            self._load("validation")
+        elif stage in ("test", "predict"):
+            self._load("test" if stage == "test" else "predict")
+
+    def forget(self, split: str) -> None:
+        """Drop a split's examples and features, so the next ``setup`` reads its file again."""
+        self.examples.pop(split, None)
+        self.features.pop(split, None)
+
+    def _features(self, split: str) -> list[Feature]:
+        if split not in self.features:
+            module = self._module()
+            self.features[split] = module.head.featurize(self.examples[split], module.tokenizer, self.hparams.max_length)
+            log.info("%s: %d features", split, len(self.features[split]))
+        return self.features[split]
 
     def _loader(self, split: str, train: bool) -> DataLoader:
-        features = self.features[split]
+        features = self._features(split)
         pad_id = self._module().tokenizer.pad_token_id
         hp = self.hparams
         lengths = [len(f["input_ids"]) for f in features]
@@ -220,7 +263,7 @@ class BertDataModule(pl.LightningDataModule):
         return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", train=False) if "validation" in self.features else []
+        return self._loader("validation", train=False) if "validation" in self.examples else []
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", train=False)

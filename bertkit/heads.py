@@ -5,6 +5,11 @@ features, its ``nn.Module`` on top of the encoder, its loss, its torchmetrics me
 post-processing predictions back to words, characters or labels. Subclasses take plain,
 type-hinted ``__init__`` arguments (LightningCLI reads them) and call ``save_hyperparameters()``
 so a checkpoint can rebuild them.
+
+A head may learn settings from the training examples before its layers exist (a label
+vocabulary): it names them in ``learned``, fills those hyper-parameters in ``prepare`` and is
+``ready`` once they are set. ``BertModule`` builds it then, stores them in checkpoints, and
+restores them from a checkpoint into a head that has not seen training data.
 """
 
 from __future__ import annotations
@@ -28,6 +33,21 @@ Feature = dict[str, Any]
 
 class Head(nn.Module, HyperparametersMixin, ABC):
     """A task head: data in, loss and metrics out, predictions back to the user's units."""
+
+    learned: tuple[str, ...] = ()
+    """Hyper-parameters ``prepare`` may fill from the training examples."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether ``build`` can run: every ``learned`` hyper-parameter is set."""
+        return all(self.hparams.get(name) is not None for name in self.learned)
+
+    def prepare(self, examples: list[Any]) -> None:
+        """See the training examples (all of them, before ``build``); fill ``learned`` settings.
+
+        Raises:
+            ValueError: the examples contradict the head's configuration (names file and line).
+        """
 
     @abstractmethod
     def build(self, config: BertConfig) -> None:

@@ -68,7 +68,41 @@ class BertModule(pl.LightningModule):
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
         self.encoder, self.tokenizer = self._build_encoder(pretrained, preset, vocab_file, lowercase)
         self.head = head
-        head.build(self.encoder.config)
+        self._head_built = False
+        if head.ready:
+            self._build_head()
+
+    def _build_head(self) -> None:
+        self.head.build(self.encoder.config)
+        self._head_built = True
+        self.hparams["head"] = self.head.spec()  # now with what the head learned from data
+
+    @override
+    def configure_model(self) -> None:
+        """Build a head that became ready in ``datamodule.setup`` (``Head.prepare`` on train)."""
+        if not self._head_built and self.head.ready:
+            self._build_head()
+
+    @override
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Give an unbuilt head the settings it learned in training (``Head.learned``).
+
+        Raises:
+            ValueError: the head was built with other learned settings than the checkpoint's.
+        """
+        stored = checkpoint.get("hyper_parameters", {}).get("head", {}).get("init_args", {})
+        for name in self.head.learned:
+            if name not in stored:
+                continue
+            if not self._head_built:
+                self.head.hparams[name] = stored[name]
+            elif self.head.hparams[name] != stored[name]:
+                raise ValueError(
+                    f"the checkpoint's model.head.{name} {stored[name]!r} differs from this run's "
+                    f"{self.head.hparams[name]!r}"
+                )
+        if not self._head_built:
+            self._build_head()
 
     @staticmethod
     def _build_encoder(
@@ -87,6 +121,11 @@ class BertModule(pl.LightningModule):
 
     @override
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        if not self._head_built:
+            raise RuntimeError(
+                f"{type(self.head).__name__} has no layers yet: it learns {', '.join(self.head.learned)} "
+                "from the training file. Fit first, pass a checkpoint (--ckpt_path), or set them in the recipe."
+            )
         encoded = self.encoder(**{k: batch[k] for k in ENCODER_KEYS if k in batch})
         return self.head(encoded, batch)
 

@@ -31,7 +31,7 @@ class Composed:
             FileNotFoundError: no such file.
         """
         self.datamodule.hparams.predict_file = str(Path(path).resolve())
-        self.datamodule.features.pop("predict", None)
+        self.datamodule.forget("predict")
         batches = self.trainer.predict(self.model, datamodule=self.datamodule)
         return prediction_records(self.model, self.datamodule, batches)
 

@@ -136,19 +136,69 @@ class BertTokenizer:
         Args:
             text: segment A: a string, or a list of words with ``is_pretokenized``.
             pair: optional segment B, same kind as ``text``.
-            max_length: if given, truncate to this many tokens, specials included, taking tokens
-                from the longer segment first (BERT's ``_truncate_seq_pair``).
+            max_length: if given, truncate to this many tokens, specials included (see
+                ``truncate_pair`` for pairs).
             is_pretokenized: ``text``/``pair`` are lists of words; ``word_ids`` index them.
         """
-        if max_length is not None:
-            self.backend.enable_truncation(max_length, strategy="longest_first")
-        try:
-            return Encoded.from_encoding(self.backend.encode(text, pair, is_pretokenized=is_pretokenized))
-        finally:
-            self.backend.no_truncation()
+        return self.encode_batch([text], None if pair is None else [pair], max_length, is_pretokenized)[0]
+
+    def encode_batch(
+        self,
+        texts: list[str] | list[list[str]],
+        pairs: list[str] | list[list[str]] | None = None,
+        max_length: int | None = None,
+        is_pretokenized: bool = False,
+    ) -> list[Encoded]:
+        """``encode`` for many texts (or text pairs, ``pairs[i]`` going with ``texts[i]``) at once.
+
+        Raises:
+            ValueError: ``pairs`` has another length than ``texts``; ``max_length`` leaves no room
+                for the special tokens.
+        """
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"encode_batch: {len(texts)} texts but {len(pairs)} pairs")
+        specials = 2 if pairs is None else 3
+        if max_length is not None and max_length <= specials:
+            raise ValueError(f"max_length={max_length}: must leave room for {specials} special tokens")
+        inputs = texts if pairs is None else list(zip(texts, pairs))
+        encodings = [Encoded.from_encoding(e) for e in self.backend.encode_batch(inputs, is_pretokenized=is_pretokenized)]
+        if max_length is None:
+            return encodings
+        return [_truncate(e, max_length - specials) for e in encodings]
 
     def tokenize_words(self, sentences: list[list[str]]) -> list[Encoded]:
         """WordPiece tokens of pre-split sentences, without specials (batched): the input of window
         builders; ``word_ids`` index each sentence's words."""
         encodings = self.backend.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
         return [Encoded.from_encoding(enc) for enc in encodings]
+
+
+def truncate_pair(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
+    """Tokens kept of segments A and B so that together they fit ``budget``.
+
+    BERT's ``_truncate_seq_pair`` (google-research/bert run_classifier.py): remove one token at a
+    time from the end of the longer segment, from B when they are equal. (The ``tokenizers``
+    ``longest_first`` strategy breaks ties the other way, so it is not used.)
+    """
+    while len_a + len_b > budget:
+        if len_a > len_b:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return len_a, len_b
+
+
+def _truncate(enc: Encoded, budget: int) -> Encoded:
+    """Keep the leading tokens of each segment that ``truncate_pair`` allows; specials stay."""
+    len_a, len_b = enc.sequence_ids.count(0), enc.sequence_ids.count(1)
+    keep_a, keep_b = truncate_pair(len_a, len_b, budget) if len_b else (min(len_a, budget), 0)
+    if (keep_a, keep_b) == (len_a, len_b):
+        return enc
+    quota = {None: len(enc.input_ids), 0: keep_a, 1: keep_b}
+    seen = {None: 0, 0: 0, 1: 0}
+    keep = []
+    for i, sequence in enumerate(enc.sequence_ids):
+        seen[sequence] += 1
+        if seen[sequence] <= quota[sequence]:
+            keep.append(i)
+    return Encoded(*([getattr(enc, f)[i] for i in keep] for f in Encoded.__dataclass_fields__))

@@ -17,6 +17,7 @@ from bertkit.plugins import PluginError, PluginWarning, register_plugin, registe
 from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
 
 FIXTURES = ROOT / "tests" / "fixtures"
+BUILTIN = {"pretrained", "token_tagging", "sequence_classification"}  # bertkit's own entry points
 
 
 def pip_install_target(project: Path, target: Path) -> None:
@@ -65,9 +66,9 @@ def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
 def test_load_env_narrows_third_party_plugins(site, tmp_path):
     proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
     names = {p["name"] for p in json.loads(proc.stdout)}
-    assert names == {"pretrained", "token_tagging", "demo_head"} and "broken_import" not in proc.stderr
+    assert names == BUILTIN | {"demo_head"} and "broken_import" not in proc.stderr
     proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS=""))
-    assert {p["name"] for p in json.loads(proc.stdout)} == {"pretrained", "token_tagging"}
+    assert {p["name"] for p in json.loads(proc.stdout)} == BUILTIN
 
 
 def test_strict_mode_makes_a_broken_plugin_an_error(site, tmp_path):

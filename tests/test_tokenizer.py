@@ -55,12 +55,16 @@ def test_pairs_truncation_offsets_word_ids(minilm_dir):
         "Who founded Corrin Analytics in Lisbon?",
         "It was founded by Marta Kowalczyk in 1998 , a year after the merger .",
     )
-    ref = hf(a, b, truncation="longest_first", max_length=16, return_offsets_mapping=True)
+    full = hf(a, b, return_offsets_mapping=True)
     enc = ours.encode(a, b, max_length=16)
-    assert enc.input_ids == ref["input_ids"] and len(enc.input_ids) == 16
-    assert enc.token_type_ids == ref["token_type_ids"]
-    assert enc.offsets == [tuple(o) for o in ref["offset_mapping"]]
-    assert enc.input_ids[0] == ours.cls_token_id and enc.input_ids.count(ours.sep_token_id) == 2
+    assert len(enc.input_ids) == 16 and enc.input_ids[0] == ours.cls_token_id
+    # google-research/bert _truncate_seq_pair: 9 + 18 tokens into 13 -> 7 + 6 (ties trim B).
+    n_a = full.sequence_ids().count(0)
+    assert (n_a, full.sequence_ids().count(1)) == (9, 18) and enc.sequence_ids.count(0) == 7
+    kept = list(range(1 + 7)) + list(range(1 + n_a, 1 + n_a + 1 + 6)) + [len(full["input_ids"]) - 1]
+    assert enc.input_ids == [full["input_ids"][i] for i in kept]
+    assert enc.token_type_ids == [0] * 9 + [1] * 7
+    assert enc.offsets == [tuple(full["offset_mapping"][i]) for i in kept]
     words = ["Peter", "Blackburn", "visited", "Zürich"]
     enc = ours.encode(words, is_pretokenized=True)
     assert enc.word_ids == hf(words, is_split_into_words=True).word_ids()

@@ -1,0 +1,171 @@
+"""Readers for sequence-classification data: delimited tables (TSV/CSV) and JSON Lines.
+
+Every example remembers its ``file:line`` so that a bad label or value found later is reported
+where it is. Blank lines are skipped; a row without a needed column is an error, never dropped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+QUOTING = {"minimal": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
+Column = str | int
+
+
+@dataclass
+class Example:
+    """One text (or text pair) and its raw label.
+
+    Attributes:
+        text: the text (segment A).
+        text_pair: the second text (segment B) of a pair task, else None.
+        label: the label as read: a string, a list (multi-label JSON), a number (JSON), or None
+            when unlabelled.
+        source: ``file:line`` it came from.
+    """
+
+    text: str
+    text_pair: str | None
+    label: Any
+    source: str
+
+
+def file_format(path: Path, given: str) -> str:
+    """``tsv``, ``csv`` or ``jsonl``: ``given`` unless ``auto``, then by suffix (.csv, .jsonl/.json, else tsv)."""
+    if given != "auto":
+        return given
+    return {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}.get(path.suffix.lower(), "tsv")
+
+
+def _column_index(path: Path, header: list[str] | None, column: Column, role: str) -> int:
+    if isinstance(column, int):
+        return column
+    if header is None:
+        raise ValueError(f"{path}: {role} column {column!r} is a name, but the file has no header; give an index")
+    if column not in header:
+        raise ValueError(f"{path}:1: no {role} column {column!r}; the header has {header}")
+    return header.index(column)
+
+
+def read_table(
+    path: Path,
+    text_column: Column,
+    text_pair_column: Column | None,
+    label_column: Column | None,
+    delimiter: str = "\t",
+    header: bool = True,
+    quoting: str = "minimal",
+) -> list[Example]:
+    """Read a delimited file (a UTF-8 byte-order mark is removed).
+
+    Args:
+        path: the file.
+        text_column: column of the text: a header name or a 0-based index.
+        text_pair_column: column of the second text, or None for single texts.
+        label_column: column of the label, or None (unlabelled).
+        delimiter: field separator (``\\t`` for TSV, ``,`` for CSV).
+        header: the first non-blank line names the columns.
+        quoting: ``minimal`` (double quotes enclose fields) or ``none`` (quotes are text; MRPC).
+
+    Raises:
+        ValueError: unknown quoting; a named column missing from the header; a row with too few
+            fields (the message names file and line).
+    """
+    if quoting not in QUOTING:
+        raise ValueError(f"quoting={quoting!r}: expected one of {', '.join(QUOTING)}")
+    examples = []
+    with Path(path).open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter, quoting=QUOTING[quoting])
+        names, columns = None, None
+        for row in _rows(reader, path):
+            if not row or all(not field.strip() for field in row):
+                continue
+            if header and names is None:
+                names = [n.strip() for n in row]
+                continue
+            if columns is None:
+                wanted = {"text": text_column, "text pair": text_pair_column, "label": label_column}
+                columns = {r: _column_index(path, names, c, r) for r, c in wanted.items() if c is not None}
+            line = reader.line_num
+            for role, index in columns.items():
+                if index >= len(row) or index < -len(row):
+                    raise ValueError(
+                        f"{path}:{line}: no {role} column (index {index}); the row has {len(row)} fields"
+                        f"{'' if quoting == 'none' else ' (a stray quote? try quoting: none)'}"
+                    )
+            examples.append(
+                Example(
+                    row[columns["text"]],
+                    row[columns["text pair"]] if "text pair" in columns else None,
+                    row[columns["label"]] if "label" in columns else None,
+                    f"{path}:{line}",
+                )
+            )
+    return examples
+
+
+def _rows(reader: Any, path: Path) -> Any:
+    """The reader's rows; a ``csv.Error`` becomes a ValueError naming the file and line."""
+    try:
+        yield from reader
+    except csv.Error as err:
+        raise ValueError(f"{path}:{reader.line_num}: {err}") from None
+
+
+def read_jsonl(
+    path: Path, text_field: str, text_pair_field: str | None, label_field: str | None
+) -> list[Example]:
+    """Read JSON Lines: one object per line with the given field names.
+
+    Raises:
+        ValueError: a line that is not a JSON object, or lacks a field (names file and line).
+    """
+    examples = []
+    with Path(path).open(encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            for role, field in (("text", text_field), ("text pair", text_pair_field), ("label", label_field)):
+                if field is not None and field not in record:
+                    raise ValueError(f"{path}:{number}: no {role} field {field!r}; the object has {sorted(record)}")
+            examples.append(
+                Example(
+                    str(record[text_field]),
+                    None if text_pair_field is None else str(record[text_pair_field]),
+                    None if label_field is None else record[label_field],
+                    f"{path}:{number}",
+                )
+            )
+    return examples
+
+
+def read_lines(path: Path, pairs: bool) -> list[Example]:
+    """Plain text for prediction: one example per non-blank line; for pairs, a tab separates them.
+
+    Raises:
+        ValueError: a pair task's line without a tab (names file and line).
+    """
+    examples = []
+    with Path(path).open(encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if pairs:
+                if "\t" not in line:
+                    raise ValueError(f"{path}:{number}: expected two texts separated by a tab")
+                text, pair = line.split("\t", 1)
+                examples.append(Example(text, pair, None, f"{path}:{number}"))
+            else:
+                examples.append(Example(line, None, None, f"{path}:{number}"))
+    return examples
