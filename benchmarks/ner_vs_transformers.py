@@ -19,19 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
-import time
 from pathlib import Path
 
-import torch
+import common
 from bertkit_plugins.pretrained import locate_minilm
 from bertkit_plugins.token_tagging.conll import Sentence, read_conll
-
-from bertkit import compose
-from bertkit.io import atomic_path
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def write_conll(path: Path, sentences: list[Sentence]) -> None:
@@ -44,34 +37,15 @@ def write_conll(path: Path, sentences: list[Sentence]) -> None:
 
 def run_bertkit(args: argparse.Namespace, data_dir: Path) -> dict:
     overrides = {
-        "seed_everything": args.seed,
         "data.data_dir": str(data_dir),
         "data.validation_file": None,
-        "data.batch_size": args.batch_size,
-        "data.max_length": args.max_length,
-        "model.learning_rate": args.lr,
-        "model.warmup_ratio": args.warmup_ratio,
         "model.head.init_args.tag_scheme": "IOB2",
-        "trainer.max_epochs": args.epochs,
-        "trainer.callbacks": [],
-        "trainer.logger": False,
-        "trainer.enable_checkpointing": False,
-        "trainer.enable_progress_bar": False,
         "trainer.default_root_dir": str(data_dir / "bertkit"),
     }
-    run = compose(ROOT / "recipes" / "ner.yaml", overrides=overrides)
-    start = time.perf_counter()
-    run.trainer.fit(run.model, datamodule=run.datamodule)
-    seconds = time.perf_counter() - start
-    tokens = args.epochs * sum(len(f["input_ids"]) for f in run.datamodule.features["train"])
-    scores = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
-    return {
-        "train_seconds": seconds,
-        "train_tokens": tokens,
-        "tokens_per_second": tokens / seconds,
-        "test_f1": scores["test/f1"],
-        "test_scores": scores,
-    }
+    result = common.fit_bertkit(
+        common.compose_quiet(common.ROOT / "recipes" / "ner.yaml", args, overrides), args.epochs
+    )
+    return result | {"test_f1": result["test"]["test/f1"]}
 
 
 def run_transformers(args: argparse.Namespace, train: list[Sentence], test: list[Sentence], out_dir: Path) -> dict:
@@ -80,8 +54,6 @@ def run_transformers(args: argparse.Namespace, train: list[Sentence], test: list
         AutoModelForTokenClassification,
         AutoTokenizer,
         DataCollatorForTokenClassification,
-        Trainer,
-        TrainingArguments,
         set_seed,
     )
 
@@ -115,66 +87,28 @@ def run_transformers(args: argparse.Namespace, train: list[Sentence], test: list
     model = AutoModelForTokenClassification.from_pretrained(
         model_dir, num_labels=len(tags), id2label=dict(enumerate(tags)), label2id=label_id
     )
-    # transformers 5 takes a ratio as a float warmup_steps; 4.x has warmup_ratio.
-    import inspect
-
-    ratio_key = "warmup_ratio" if "warmup_ratio" in inspect.signature(TrainingArguments).parameters else "warmup_steps"
-    warmup = {ratio_key: args.warmup_ratio}
-    training = TrainingArguments(
-        output_dir=str(out_dir / "hf"),
-        per_device_train_batch_size=args.batch_size,
-        per_device_eval_batch_size=2 * args.batch_size,
-        learning_rate=args.lr,
-        weight_decay=0.01,
-        **warmup,
-        num_train_epochs=args.epochs,
-        max_grad_norm=1.0,
-        seed=args.seed,
-        save_strategy="no",
-        eval_strategy="no",
-        logging_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-    )
-    trainer = Trainer(
-        model=model,
-        args=training,
-        train_dataset=train_rows,
-        data_collator=DataCollatorForTokenClassification(tokenizer),
-    )
-    start = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - start
-    tokens = args.epochs * sum(len(r["input_ids"]) for r in train_rows)
+    trainer = common.hf_trainer(model, train_rows, DataCollatorForTokenClassification(tokenizer), args, out_dir)
+    result = common.fit_transformers(trainer, train_rows, args.epochs)
     logits = trainer.predict(test_rows).predictions
     gold, pred = [], []
     for row, scores in zip(test_rows, logits):
         keep = [(label, int(scores[k].argmax())) for k, label in enumerate(row["labels"]) if label != -100]
         gold.append([tags[g] for g, _ in keep]), pred.append([tags[p] for _, p in keep])
     dropped = sum(len(s.words) for s in test) - sum(len(g) for g in gold)
-    return {
-        "train_seconds": seconds,
-        "train_tokens": tokens,
-        "tokens_per_second": tokens / seconds,
-        "test_f1": f1_score(gold, pred),
-        "test_words_truncated_away": dropped,
-    }
+    return result | {"test_f1": f1_score(gold, pred), "test_words_truncated_away": dropped}
 
 
 def main() -> None:
-    default_data = Path(os.environ.get("BERTKIT_DATA_DIR", ROOT.parent / "shared" / "data")) / "ner" / "conll2003"
+    default_data = (
+        Path(os.environ.get("BERTKIT_DATA_DIR", common.ROOT.parent / "shared" / "data")) / "ner" / "conll2003"
+    )
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=default_data)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--warmup-ratio", type=float, default=0.1)
-    parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=42)
+    common.add_common_arguments(parser, epochs=3, lr=1e-4)
     parser.add_argument("--train-sentences", type=int, default=None, help="use only the first N training sentences")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "ner_vs_transformers.json")
+    parser.add_argument(
+        "--output", type=Path, default=common.ROOT / "benchmarks" / "results" / "ner_vs_transformers.json"
+    )
     args = parser.parse_args()
 
     train = read_conll(args.data_dir / "eng.train")[: args.train_sentences]
@@ -185,23 +119,15 @@ def main() -> None:
         write_conll(work / "eng.testb", test)
         ours = run_bertkit(args, work)
         theirs = run_transformers(args, train, test, work)
-    import transformers
-
     result = {
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "machine": {
-            "cpu_threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "python": platform.python_version(),
-        },
+        "machine": common.machine(),
         "bertkit": ours,
         "transformers": theirs,
         "f1_difference": ours["test_f1"] - theirs["test_f1"],
         "throughput_ratio": ours["tokens_per_second"] / theirs["tokens_per_second"],
     }
-    with atomic_path(args.output) as tmp_file:
-        tmp_file.write_text(json.dumps(result, indent=2) + "\n")
+    common.write_result(args.output, result)
     print(
         json.dumps(
             {k: result[k] for k in ("f1_difference", "throughput_ratio")}

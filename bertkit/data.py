@@ -204,7 +204,10 @@ class BertDataModule(pl.LightningDataModule):
         self.examples["train"] = [e for i, e in enumerate(examples) if i not in held]
         log.warning(
             "validation: %d of %d training examples held out (validation_split=%s, seed=%d)",
-            len(held), len(examples), hp.validation_split, hp.seed,
+            len(held),
+            len(examples),
+            hp.validation_split,
+            hp.seed,
         )
 
     def _load(self, split: str) -> None:
@@ -236,7 +239,9 @@ class BertDataModule(pl.LightningDataModule):
     def _features(self, split: str) -> list[Feature]:
         if split not in self.features:
             module = self._module()
-            self.features[split] = module.head.featurize(self.examples[split], module.tokenizer, self.hparams.max_length)
+            self.features[split] = module.head.featurize(
+                self.examples[split], module.tokenizer, self.hparams.max_length
+            )
             log.info("%s: %d features", split, len(self.features[split]))
         return self.features[split]
 

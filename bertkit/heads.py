@@ -42,6 +42,12 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         """Whether ``build`` can run: every ``learned`` hyper-parameter is set."""
         return all(self.hparams.get(name) is not None for name in self.learned)
 
+    @property
+    def reads_cls_only(self) -> bool:
+        """Whether the head reads only ``[CLS]`` (or the pooler) of the last layer; then the
+        encoder computes the last block for ``[CLS]`` alone (``BertEncoder(cls_only=True)``)."""
+        return False
+
     def prepare(self, examples: list[Any]) -> None:
         """See the training examples (all of them, before ``build``); fill ``learned`` settings.
 

@@ -72,17 +72,20 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, n_queries: int | None = None) -> torch.Tensor:
+        """(B, T, H) -> (B, T, H); with ``n_queries``, outputs for the first ``n_queries`` positions
+        only (B, n_queries, H), their keys and values still from all T tokens."""
         B, T, H = x.shape
+        xq = x if n_queries is None else x[:, :n_queries]
 
-        def heads(t: torch.Tensor) -> torch.Tensor:  # (B, T, H) -> (B, A, T, D)
-            return t.view(B, T, self.num_heads, H // self.num_heads).transpose(1, 2)
+        def heads(t: torch.Tensor) -> torch.Tensor:  # (B, T', H) -> (B, A, T', D)
+            return t.view(B, t.shape[1], self.num_heads, H // self.num_heads).transpose(1, 2)
 
-        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        q, k, v = heads(self.query(xq)), heads(self.key(x)), heads(self.value(x))
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=key_mask, dropout_p=self.dropout_p if self.training else 0.0
-        )  # (B, A, T, D)
-        return y.transpose(1, 2).reshape(B, T, H)
+        )  # (B, A, T', D)
+        return y.transpose(1, 2).reshape(B, xq.shape[1], H)
 
 
 class BertSelfOutput(nn.Module):
@@ -104,8 +107,9 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
-        return self.output(self.self(x, key_mask), x)
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, n_queries: int | None = None) -> torch.Tensor:
+        residual = x if n_queries is None else x[:, :n_queries]
+        return self.output(self.self(x, key_mask, n_queries), residual)
 
 
 class BertIntermediate(nn.Module):
@@ -137,9 +141,9 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
-        x = self.attention(x, key_mask)  # (B, T, H)
-        return self.output(self.intermediate(x), x)  # (B, T, H)
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, n_queries: int | None = None) -> torch.Tensor:
+        x = self.attention(x, key_mask, n_queries)  # (B, T, H), or (B, n_queries, H)
+        return self.output(self.intermediate(x), x)
 
 
 class BertLayerStack(nn.Module):
@@ -194,6 +198,7 @@ class BertEncoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         output_hidden_states: bool = False,
+        cls_only: bool = False,
     ) -> EncoderOutput:
         """Encode a batch.
 
@@ -202,9 +207,13 @@ class BertEncoder(nn.Module):
             attention_mask: (B, T), 1/True for real tokens, 0/False for padding; None = all real.
             token_type_ids: (B, T) segment ids (0 = A, 1 = B); None = all A.
             output_hidden_states: also return the embeddings and every block's output.
+            cls_only: compute the last block for the ``[CLS]`` position only (its attention still
+                reads every token): ``last_hidden_state`` is then (B, 1, H), the pooler output is
+                unchanged, and the last block costs a fraction of a full one. For heads that
+                read ``[CLS]`` alone (MosaicML BERT's ``subset_idx``).
 
         Returns:
-            ``EncoderOutput`` with (B, T, H) hidden states.
+            ``EncoderOutput`` with (B, T, H) hidden states ((B, 1, H) last with ``cls_only``).
 
         Raises:
             ValueError: T exceeds ``max_position_embeddings``.
@@ -221,8 +230,9 @@ class BertEncoder(nn.Module):
             key_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = attend
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
         states = [x] if output_hidden_states else None
-        for block in self.encoder.layer:
-            x = block(x, key_mask)
+        last = len(self.encoder.layer) - 1
+        for i, block in enumerate(self.encoder.layer):
+            x = block(x, key_mask, 1 if cls_only and i == last else None)
             if states is not None:
                 states.append(x)
         pooled = self.pooler(x) if self.pooler is not None else None

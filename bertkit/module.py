@@ -126,7 +126,8 @@ class BertModule(pl.LightningModule):
                 f"{type(self.head).__name__} has no layers yet: it learns {', '.join(self.head.learned)} "
                 "from the training file. Fit first, pass a checkpoint (--ckpt_path), or set them in the recipe."
             )
-        encoded = self.encoder(**{k: batch[k] for k in ENCODER_KEYS if k in batch})
+        inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
+        encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only)
         return self.head(encoded, batch)
 
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
@@ -175,7 +176,10 @@ class BertModule(pl.LightningModule):
             {"params": [p for n, p in params if not no_decay(n)], "weight_decay": hp.weight_decay},
             {"params": [p for n, p in params if no_decay(n)], "weight_decay": 0.0},
         ]
-        optimizer = torch.optim.AdamW(groups, lr=hp.learning_rate, betas=tuple(hp.adam_betas), eps=hp.adam_epsilon)
+        fused = params[0][1].device.type in ("cpu", "cuda")  # one fused kernel per step (transformers' default)
+        optimizer = torch.optim.AdamW(
+            groups, lr=hp.learning_rate, betas=tuple(hp.adam_betas), eps=hp.adam_epsilon, fused=fused
+        )
         total = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = int(hp.warmup_ratio * total)
 

@@ -161,7 +161,9 @@ class BertTokenizer:
         if max_length is not None and max_length <= specials:
             raise ValueError(f"max_length={max_length}: must leave room for {specials} special tokens")
         inputs = texts if pairs is None else list(zip(texts, pairs))
-        encodings = [Encoded.from_encoding(e) for e in self.backend.encode_batch(inputs, is_pretokenized=is_pretokenized)]
+        encodings = [
+            Encoded.from_encoding(e) for e in self.backend.encode_batch(inputs, is_pretokenized=is_pretokenized)
+        ]
         if max_length is None:
             return encodings
         return [_truncate(e, max_length - specials) for e in encodings]

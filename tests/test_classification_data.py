@@ -104,7 +104,11 @@ def test_pair_features_have_segment_ids_and_trim_the_longer_text(minilm_dir):
     ids, segments = feature["input_ids"], feature["token_type_ids"]
     n_a = len(tokenizer.encode(short).input_ids) - 2  # 3 tokens
     assert len(ids) == 12 and feature["labels"] == 1
-    assert ids[0] == tokenizer.cls_token_id and ids[n_a + 1] == tokenizer.sep_token_id and ids[-1] == tokenizer.sep_token_id
+    assert (
+        ids[0] == tokenizer.cls_token_id
+        and ids[n_a + 1] == tokenizer.sep_token_id
+        and ids[-1] == tokenizer.sep_token_id
+    )
     assert segments == [0] * (n_a + 2) + [1] * (12 - n_a - 2)  # A kept whole: only B is trimmed
     assert tokenizer.backend.decode(ids[n_a + 2 : -1]) == "the dog ran far away over"
 

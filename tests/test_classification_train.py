@@ -126,3 +126,40 @@ def test_mrpc_recipe_fit_test_predict_after_reload(tmp_path):
     proc = run_bertkit("test", *common, "--ckpt_path", "last", f"--data.test_file={bad}", cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert f"{bad}:3: label 'maybe' is not in the label vocabulary ['0', '1']" in proc.stderr
+
+
+def write_smoke_data(task: str, directory) -> None:
+    """A few rows in the layout of each recipe's real files."""
+    rng = random.Random(2)
+    rows = toy_rows("single_label", 24, rng)
+    if task == "sst2":
+        for name in ("train.tsv", "dev.tsv", "test.tsv"):
+            lines = ["sentence\tlabel"] + [f"{text}\t{int('colour' in label)}" for text, label in rows]
+            (directory / name).write_text("\n".join(lines) + "\n")
+    else:
+        for name in ("train.jsonl", "validation.jsonl"):
+            records = [{"sentence1": a, "sentence2": b, "label": int(label), "idx": i}
+                       for i, (a, b, label) in enumerate(paraphrase_pairs(24, rng))]  # fmt: skip
+            (directory / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@pytest.mark.parametrize("task", ["sst2", "rte"])
+def test_recipe_smoke(task, tmp_path):
+    """Each recipe parses and runs fit + test on data laid out like the real files."""
+    from bertkit import compose
+
+    write_smoke_data(task, tmp_path)
+    run = compose(
+        ROOT / "recipes" / f"{task}.yaml",
+        overrides={
+            "data.data_dir": str(tmp_path), "data.batch_size": 8, "trainer.max_epochs": 1,
+            "trainer.default_root_dir": str(tmp_path / "runs"), "trainer.logger": False, "trainer.callbacks": [],
+            "trainer.enable_checkpointing": False, "trainer.enable_progress_bar": False,
+        },
+    )  # fmt: skip
+    run.trainer.fit(run.model, datamodule=run.datamodule)
+    scores = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
+    assert run.model.head.hparams.labels == ["0", "1"]  # from train; JSON numbers become label names
+    assert len(run.datamodule.examples["test"]) == 24 and "test/f1" in scores
+    held_out = len(run.datamodule.examples["validation"])
+    assert held_out == (24 if task == "sst2" else 2)  # sst2: dev.tsv; rte: 10 % of train

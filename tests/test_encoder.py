@@ -71,6 +71,18 @@ def test_pooler_and_all_hidden_states(pair):
         assert (x - y)[mask].abs().max() <= 1e-4
 
 
+def test_cls_only_last_block_gives_the_same_pooled_output(pair):
+    hf, ours, tok = pair
+    batch = tok([a for a, _ in PAIRS], [b for _, b in PAIRS], padding=True, return_tensors="pt")
+    args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    with torch.no_grad():
+        full, cls = ours(*args), ours(*args, cls_only=True)
+        reference = hf(**batch).pooler_output
+    assert cls.last_hidden_state.shape == (len(PAIRS), 1, ours.config.hidden_size)
+    assert (cls.last_hidden_state[:, 0] - full.last_hidden_state[:, 0]).abs().max() <= 1e-5
+    assert (cls.pooler_output - reference).abs().max() <= 1e-4
+
+
 def test_state_dict_keys_match_hf(pair):
     hf, ours, _ = pair
     assert set(ours.state_dict()) == set(hf.state_dict()) - {"embeddings.position_ids"}

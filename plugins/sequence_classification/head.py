@@ -14,7 +14,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.sequence_classification.metrics import ClassificationMetrics
-from bertkit_plugins.sequence_classification.readers import Column, Example, file_format, read_jsonl, read_lines, read_table
+from bertkit_plugins.sequence_classification.readers import (
+    Column,
+    Example,
+    file_format,
+    read_jsonl,
+    read_lines,
+    read_table,
+)
 from torch import nn
 
 from bertkit.config import BertConfig
@@ -110,6 +117,10 @@ class SequenceClassificationHead(Head):
     def ready(self) -> bool:
         return self.hparams.problem_type == "regression" or self.hparams.labels is not None
 
+    @property
+    def reads_cls_only(self) -> bool:
+        return self.hparams.pooling == "cls"
+
     def prepare(self, examples: list[Example]) -> None:
         """Count labels on the training examples; without ``labels`` they become the vocabulary."""
         if self.hparams.problem_type == "regression":
@@ -151,7 +162,7 @@ class SequenceClassificationHead(Head):
         nn.init.zeros_(self.classifier.bias)
         if hp.class_weights is not None:
             self.register_buffer("loss_weight", self._weights())
-        positive = self._positive_index()
+        positive = self.positive_index()
         self.metrics = nn.ModuleDict(
             {
                 stage: ClassificationMetrics(hp.problem_type, num_outputs, positive, hp.threshold)
@@ -159,7 +170,8 @@ class SequenceClassificationHead(Head):
             }
         )
 
-    def _positive_index(self) -> int:
+    def positive_index(self) -> int:
+        """Index of ``positive_label`` (default: ``1`` if it is a label, else the second label)."""
         labels, positive = self.hparams.labels or [], self.hparams.positive_label
         if positive is not None:
             if positive not in labels:
@@ -273,10 +285,7 @@ class SequenceClassificationHead(Head):
             scores = logits.squeeze(-1)
         else:
             scores = logits.sigmoid() if problem == "multi_label" else logits.softmax(-1)
-        return [
-            {"example_index": i, "scores": s}
-            for i, s in zip(batch["example_index"].tolist(), scores.tolist())
-        ]
+        return [{"example_index": i, "scores": s} for i, s in zip(batch["example_index"].tolist(), scores.tolist())]
 
     def format_predictions(self, examples: list[Example], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         hp = self.hparams

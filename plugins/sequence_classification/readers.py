@@ -116,9 +116,7 @@ def _rows(reader: Any, path: Path) -> Any:
         raise ValueError(f"{path}:{reader.line_num}: {err}") from None
 
 
-def read_jsonl(
-    path: Path, text_field: str, text_pair_field: str | None, label_field: str | None
-) -> list[Example]:
+def read_jsonl(path: Path, text_field: str, text_pair_field: str | None, label_field: str | None) -> list[Example]:
     """Read JSON Lines: one object per line with the given field names.
 
     Raises:

@@ -1,0 +1,118 @@
+"""What the benchmarks against Hugging Face transformers share: matched settings on both sides,
+the timed bertkit fit, and the result file.
+
+Both sides use the same checkpoint, examples, max length, batch size, learning rate, warm-up
+ratio, weight decay (0.01), gradient clipping (1.0), epochs and seed. Throughput is real
+(non-padding) tokens processed per second of training, with validation off on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit import Composed, compose
+from bertkit.io import atomic_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, epochs: int, lr: float | None) -> None:
+    """Arguments every benchmark takes (lr None: the recipe's)."""
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--warmup-ratio", type=float, default=0.1)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--seed", type=int, default=42)
+
+
+def compose_quiet(recipe: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> Composed:
+    """The recipe with the benchmark's settings, and no validation, checkpoints, logs or bars."""
+    settings = {
+        "seed_everything": args.seed,
+        "data.batch_size": args.batch_size,
+        "data.max_length": args.max_length,
+        "model.warmup_ratio": args.warmup_ratio,
+        "trainer.max_epochs": args.epochs,
+        "trainer.limit_val_batches": 0,
+        "trainer.callbacks": [],
+        "trainer.logger": False,
+        "trainer.enable_checkpointing": False,
+        "trainer.enable_progress_bar": False,
+    }
+    if args.lr is not None:
+        settings["model.learning_rate"] = args.lr
+    return compose(recipe, overrides=settings | overrides)
+
+
+def fit_bertkit(run: Composed, epochs: int) -> dict[str, Any]:
+    """Fit timed, then test; training tokens counted over the featurized training split."""
+    start = time.perf_counter()
+    run.trainer.fit(run.model, datamodule=run.datamodule)
+    seconds = time.perf_counter() - start
+    tokens = epochs * sum(len(f["input_ids"]) for f in run.datamodule.features["train"])
+    scores = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
+    return {"train_seconds": seconds, "train_tokens": tokens, "tokens_per_second": tokens / seconds, "test": scores}
+
+
+def hf_trainer(model: Any, train_rows: list[dict], collator: Any, args: argparse.Namespace, out_dir: Path) -> Any:
+    """A transformers ``Trainer`` with the matched settings (``Trainer`` defaults otherwise:
+    random order, AdamW, linear schedule)."""
+    from transformers import Trainer, TrainingArguments
+
+    # transformers 5 takes a ratio as a float warmup_steps; 4.x has warmup_ratio.
+    ratio_key = "warmup_ratio" if "warmup_ratio" in inspect.signature(TrainingArguments).parameters else "warmup_steps"
+    training = TrainingArguments(
+        output_dir=str(out_dir / "hf"),
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=2 * args.batch_size,
+        learning_rate=args.lr,
+        weight_decay=0.01,
+        **{ratio_key: args.warmup_ratio},
+        num_train_epochs=args.epochs,
+        max_grad_norm=1.0,
+        seed=args.seed,
+        save_strategy="no",
+        eval_strategy="no",
+        logging_strategy="no",
+        report_to=[],
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    return Trainer(model=model, args=training, train_dataset=train_rows, data_collator=collator)
+
+
+def fit_transformers(trainer: Any, train_rows: list[dict], epochs: int) -> dict[str, Any]:
+    """``trainer.train()`` timed, with the same token count as ``fit_bertkit``."""
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    tokens = epochs * sum(len(r["input_ids"]) for r in train_rows)
+    return {"train_seconds": seconds, "train_tokens": tokens, "tokens_per_second": tokens / seconds}
+
+
+def machine() -> dict[str, Any]:
+    import transformers
+
+    return {
+        "cpu_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def write_result(path: Path, result: dict[str, Any]) -> None:
+    """Write the JSON result atomically."""
+    with atomic_path(path) as tmp_file:
+        tmp_file.write_text(json.dumps(result, indent=2) + "\n")
