@@ -139,9 +139,9 @@ class SequenceClassificationHead(Head):
         hp = self.hparams
         if isinstance(hp.class_weights, list):
             return torch.tensor(hp.class_weights, dtype=torch.float)
-        counts = torch.tensor([float(self._counts[label]) for label in hp.labels]).clamp(min=1.0)
         if not self._counts:  # rebuilt from a checkpoint: its state dict brings the weights
             return torch.ones(len(hp.labels))
+        counts = torch.tensor([float(self._counts[label]) for label in hp.labels]).clamp(min=1.0)
         if hp.problem_type == "multi_label":
             return (self._examples_seen - counts).clamp(min=0.0) / counts
         return counts.sum() / (len(hp.labels) * counts)
