@@ -213,8 +213,8 @@ class BertDataModule(pl.LightningDataModule):
     def _load(self, split: str) -> None:
         if split in self.examples:
             return
-        if split in ("train", "validation") and (split == "train" or not self.hparams.validation_file):
-            self._load_train()
+        if split == "train" or (split == "validation" and not self.hparams.validation_file):
+            self._load_train()  # the validation split, if any, is held out of train
         else:
             self.examples[split] = self._read(split, self.hparams[f"{split}_file"])
 
