@@ -29,21 +29,24 @@ PAD_VALUES = {"labels": -100, "word_index": -1}
 
 
 def pad_batch(features: list[Feature], pad_token_id: int = 0) -> Batch:
-    """Collate features: pad list-valued keys to their longest in the batch, stack scalars.
+    """Collate features: pad list-valued keys to their longest in the batch, stack numbers, keep
+    other values (such as the example a feature came from) as a list.
 
     Adds ``attention_mask`` (B, T), 1 for real tokens. A list key becomes a (B, longest) tensor
     padded with ``pad_token_id`` for ``input_ids``, -100 for ``labels``, -1 for ``word_index``,
     else 0 (lists of equal length, such as multi-hot labels, are simply stacked).
     """
     T = max(len(f["input_ids"]) for f in features)
-    batch: dict[str, torch.Tensor] = {}
+    batch: Batch = {}
     for key, first in features[0].items():
         if isinstance(first, list):
             pad = pad_token_id if key == "input_ids" else PAD_VALUES.get(key, 0)
             n = max(len(f[key]) for f in features)
             batch[key] = torch.tensor([f[key] + [pad] * (n - len(f[key])) for f in features])
-        else:
+        elif isinstance(first, (bool, int, float)):
             batch[key] = torch.tensor([f[key] for f in features])
+        else:  # any other object (an example a head post-processes with) stays a plain list
+            batch[key] = [f[key] for f in features]
     batch["attention_mask"] = torch.tensor(
         [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in features]
     )

@@ -27,7 +27,7 @@ from bertkit.config import BertConfig
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
-Batch = dict[str, torch.Tensor]
+Batch = dict[str, Any]  # tensors, and plain lists of objects a head keeps with its features
 Feature = dict[str, Any]
 
 

@@ -168,10 +168,13 @@ class BertTokenizer:
             return encodings
         return [_truncate(e, max_length - specials) for e in encodings]
 
-    def tokenize_words(self, sentences: list[list[str]]) -> list[Encoded]:
-        """WordPiece tokens of pre-split sentences, without specials (batched): the input of window
-        builders; ``word_ids`` index each sentence's words."""
-        encodings = self.backend.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
+    def tokenize(self, texts: list[str] | list[list[str]], is_pretokenized: bool = False) -> list[Encoded]:
+        """WordPiece tokens of many texts, without specials (batched): the input of window builders.
+
+        ``offsets`` are character offsets into each text (into each word with ``is_pretokenized``,
+        where ``word_ids`` index the words).
+        """
+        encodings = self.backend.encode_batch(texts, is_pretokenized=is_pretokenized, add_special_tokens=False)
         return [Encoded.from_encoding(enc) for enc in encodings]
 
 

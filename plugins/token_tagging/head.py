@@ -112,7 +112,7 @@ class TokenTaggingHead(Head):
 
     def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
         hp = self.hparams
-        encodings = tokenizer.tokenize_words([s.words for s in examples])
+        encodings = tokenizer.tokenize([s.words for s in examples], is_pretokenized=True)
         budget = max_length - 2
         features = []
         for index, (sentence, enc) in enumerate(zip(examples, encodings)):

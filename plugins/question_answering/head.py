@@ -1,0 +1,277 @@
+"""``QuestionAnsweringHead``: extractive QA, a start and an end logit per token (SQuAD v1.1/v2.0).
+
+BERT packs ``[CLS] question [SEP] passage [SEP]`` (segment ids 0 / 1); one linear layer over every
+final hidden state gives the start and end logits; the loss is the mean of the start and end
+cross-entropies (Devlin et al. 2019, §4.2-4.3; google-research/bert run_squad.py, whose defaults
+are used: max_seq_length 384, doc_stride 128, max_query_length 64, n_best_size 20,
+max_answer_length 30). Long passages become windows (``windows.py``); answers are picked over all
+windows of a question and sliced from the passage by character offsets (``postprocess.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from bertkit_plugins.question_answering.metric import SquadScore
+from bertkit_plugins.question_answering.postprocess import answer, window_candidates
+from bertkit_plugins.question_answering.readers import NOT_FOUND, RELOCATED, QAExample, read_qa
+from bertkit_plugins.question_answering.windows import doc_spans, is_max_context
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.heads import Batch, Feature, Head
+from bertkit.model import EncoderOutput
+from bertkit.tokenizer import BertTokenizer, Encoded
+
+log = logging.getLogger(__name__)
+
+
+class QuestionAnsweringHead(Head):
+    """Extractive question answering: the answer is a span of the passage.
+
+    Args:
+        version_2_with_negative: SQuAD v2.0: questions may have no answer (``is_impossible`` or
+            no answers); such windows are labelled ``[CLS]`` and the model may abstain.
+        doc_stride: tokens between the starts of consecutive windows of a long passage
+            (Google's meaning; Hugging Face's ``stride`` is the overlap instead).
+        max_query_length: question tokens kept (the rest are cut off).
+        n_best_size: start and end tokens considered per window, and alternatives reported.
+        max_answer_length: longest answer in tokens.
+        null_score_diff_threshold: v2.0: abstain when the null score minus the best span's score
+            exceeds it.
+        tune_threshold: v2.0: after each validation, adopt the threshold that maximises
+            validation F1 (official ``find_best_thresh``); kept in checkpoints, so ``test`` and
+            ``predict`` from a checkpoint use it.
+    """
+
+    def __init__(
+        self,
+        version_2_with_negative: bool = False,
+        doc_stride: int = 128,
+        max_query_length: int = 64,
+        n_best_size: int = 20,
+        max_answer_length: int = 30,
+        null_score_diff_threshold: float = 0.0,
+        tune_threshold: bool = False,
+    ) -> None:
+        super().__init__()
+        for name, value in (
+            ("doc_stride", doc_stride),
+            ("max_query_length", max_query_length),
+            ("n_best_size", n_best_size),
+            ("max_answer_length", max_answer_length),
+        ):
+            if value < 1:
+                raise ValueError(f"model.head.init_args.{name}={value}: expected at least 1")
+        self.save_hyperparameters()
+        # NaN until tuned; a buffer so the tuned value travels in checkpoints.
+        self.register_buffer("tuned_threshold", torch.tensor(math.nan, dtype=torch.float64))
+        self.metrics = nn.ModuleDict({stage: SquadScore(version_2_with_negative) for stage in ("val", "test")})
+        self._pending: dict[str, dict[int, tuple[QAExample, list[dict]]]] = {"val": {}, "test": {}}
+
+    def build(self, config: BertConfig) -> None:
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)  # start, end
+        nn.init.normal_(self.qa_outputs.weight, std=config.initializer_range)
+        nn.init.zeros_(self.qa_outputs.bias)
+
+    @property
+    def threshold(self) -> float:
+        """The null-score difference threshold in use: the tuned one if tuning is on and done."""
+        tuned = float(self.tuned_threshold)
+        return (
+            tuned if self.hparams.tune_threshold and not math.isnan(tuned) else self.hparams.null_score_diff_threshold
+        )
+
+    # ----- data -----
+    def read(self, path: Path, labelled: bool = True) -> list[QAExample]:
+        """Read SQuAD JSON (or ``.jsonl``); report answers not found at ``answer_start``.
+
+        Raises:
+            ValueError: malformed file (names file and JSON path or line); in v1.1 mode, a
+                labelled question without answers.
+        """
+        examples = read_qa(path, labelled)
+        if labelled and not self.hparams.version_2_with_negative:
+            for e in examples:
+                if not e.answers or e.is_impossible:
+                    raise ValueError(
+                        f"{e.source}: question {e.id!r} has no answer; for unanswerable questions set "
+                        "model.head.init_args.version_2_with_negative: true (SQuAD v2.0)"
+                    )
+        self._report_answers(path, examples)
+        return examples
+
+    @staticmethod
+    def _report_answers(path: Path, examples: list[QAExample]) -> None:
+        status = [(e, s) for e in examples for s in e.answer_status]
+        moved = [e for e, s in status if s == RELOCATED]
+        missing = [e for e, s in status if s == NOT_FOUND]
+        if moved or missing:
+            log.warning(
+                "%s: %d of %d answers are not at their answer_start: %d moved to the nearest occurrence of "
+                "their text, %d not in the passage (scored by text, never trained on). First: %s",
+                path,
+                len(moved) + len(missing),
+                len(status),
+                len(moved),
+                len(missing),
+                ", ".join(f"{e.id} ({e.source})" for e in (moved + missing)[:3]),
+            )
+
+    def featurize(self, examples: list[QAExample], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
+        hp = self.hparams
+        questions = tokenizer.tokenize([e.question for e in examples])
+        contexts = {c: None for c in (e.context for e in examples)}  # each passage tokenized once
+        contexts = dict(zip(contexts, tokenizer.tokenize(list(contexts))))
+        features = []
+        for index, (example, question) in enumerate(zip(examples, questions)):
+            query = question.input_ids[: hp.max_query_length]
+            room = max_length - len(query) - 3
+            if room < 1:
+                raise ValueError(
+                    f"data.max_length={max_length} leaves no room for the passage beside a question of "
+                    f"{len(query)} tokens (model.head.init_args.max_query_length={hp.max_query_length})"
+                )
+            context = contexts[example.context]
+            spans = doc_spans(len(context.input_ids), room, hp.doc_stride)
+            target = self._token_span(example, context) if example.labelled else None
+            for k, (start, length) in enumerate(spans):
+                feature = self._window(tokenizer, query, context, spans, k)
+                feature |= {"example_index": index, "example": example}
+                if example.labelled:
+                    feature |= self._positions(target, start, length, len(query) + 2)
+                features.append(feature)
+        return features
+
+    def _token_span(self, example: QAExample, context: Encoded) -> tuple[int, int] | None:
+        """Context-token span of the first answer found in the passage; (-1, -1) for none
+        (v2.0: unanswerable); None when the answer is not in the passage (no training signal)."""
+        located = [a for a in example.answers if a.start is not None]
+        if example.is_impossible or not example.answers:
+            return (-1, -1)
+        if not located:
+            return None
+        starts = [o[0] for o in context.offsets]
+        ends = [o[1] for o in context.offsets]
+        first = bisect_right(ends, located[0].start)  # first token ending after the answer starts
+        last = bisect_left(starts, located[0].end) - 1  # last token starting before it ends
+        return (first, last) if first <= last else None
+
+    @staticmethod
+    def _positions(target: tuple[int, int] | None, start: int, length: int, offset: int) -> dict[str, int]:
+        """Start/end labels in one window: the answer's tokens, ``[CLS]`` (0) when it lies outside
+        the window or there is none, -100 (ignored) when it is unknown."""
+        if target is None:
+            return {"start_positions": -100, "end_positions": -100}
+        first, last = target
+        if first < start or last >= start + length or first < 0:
+            return {"start_positions": 0, "end_positions": 0}
+        return {"start_positions": offset + first - start, "end_positions": offset + last - start}
+
+    @staticmethod
+    def _window(
+        tokenizer: BertTokenizer, query: list[int], context: Encoded, spans: list[tuple[int, int]], k: int
+    ) -> Feature:
+        start, length = spans[k]
+        offset = len(query) + 2
+        inside = range(start, start + length)
+        outside = [0] * offset
+        return {
+            "input_ids": [tokenizer.cls_token_id, *query, tokenizer.sep_token_id]
+            + context.input_ids[start : start + length]
+            + [tokenizer.sep_token_id],
+            "token_type_ids": outside + [1] * (length + 1),
+            "may_start": outside + [int(is_max_context(spans, k, p)) for p in inside] + [0],
+            "may_end": outside + [1] * length + [0],
+            "char_start": outside + [context.offsets[p][0] for p in inside] + [0],
+            "char_end": outside + [context.offsets[p][1] for p in inside] + [0],
+        }
+
+    # ----- model -----
+    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        logits = self.qa_outputs(encoded.last_hidden_state)  # (B, T, 2)
+        padding = batch["attention_mask"] == 0
+        low = torch.finfo(logits.dtype).min
+        start_logits, end_logits = (x.masked_fill(padding, low) for x in logits.unbind(-1))  # (B, T) each
+        out = {"start_logits": start_logits, "end_logits": end_logits}
+        if "start_positions" in batch:
+            starts, ends = batch["start_positions"], batch["end_positions"]
+            if (starts >= 0).any():
+                out["loss"] = (F.cross_entropy(start_logits, starts) + F.cross_entropy(end_logits, ends)) / 2
+            else:  # no window of this batch has a usable label
+                out["loss"] = 0.0 * logits.sum()
+        return out
+
+    def _windows(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per window: ``example_index``, ``null_score`` and its best ``spans`` (score, char start, end)."""
+        hp = self.hparams
+        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
+        scores, starts, ends = window_candidates(
+            start_logits,
+            end_logits,
+            batch["may_start"].bool(),
+            batch["may_end"].bool(),
+            hp.n_best_size,
+            hp.max_answer_length,
+        )
+        char_start, char_end = batch["char_start"].gather(1, starts), batch["char_end"].gather(1, ends)
+        null = (start_logits[:, 0].float() + end_logits[:, 0].float()).tolist()
+        windows = []
+        for i, (row, a, b) in enumerate(zip(scores.tolist(), char_start.tolist(), char_end.tolist())):
+            spans = [[s, x, y] for s, x, y in zip(row, a, b) if s > -math.inf]
+            windows.append({"example_index": int(batch["example_index"][i]), "null_score": null[i], "spans": spans})
+        return windows
+
+    def _answer(self, example: QAExample, windows: list[dict]) -> dict[str, Any]:
+        hp = self.hparams
+        return answer(example.context, windows, hp.n_best_size, hp.version_2_with_negative, self.threshold)
+
+    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
+        pending = self._pending[stage]
+        for window, example in zip(self._windows(outputs, batch), batch["example"]):
+            pending.setdefault(window["example_index"], (example, []))[1].append(window)
+
+    def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
+        """Answer every question seen this epoch (all its windows), then score the answers."""
+        metric, pending = self.metrics[stage], self._pending[stage]
+        spans, diffs, golds = [], [], []
+        for example, windows in pending.values():
+            record = self._answer(example, windows)
+            spans.append(record["best_span"])
+            diff = record.get("null_score_diff")
+            diffs.append(math.inf if diff is None else diff)
+            golds.append([a.text for a in example.answers])
+        pending.clear()
+        metric.threshold = self.threshold
+        with torch.inference_mode(False):  # states reset under trainer.validate must stay updatable
+            metric.update(spans, diffs, golds)
+            scores = metric.compute() if spans else {}
+            metric.reset()
+            if stage == "val" and self.hparams.tune_threshold and "best_f1_thresh" in scores:
+                self.tuned_threshold.fill_(float(scores["best_f1_thresh"]))
+        return {k: v.float() for k, v in scores.items()}
+
+    # ----- predictions -----
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        return self._windows(outputs, batch)
+
+    def format_predictions(self, examples: list[QAExample], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per question: ``id``, ``question``, ``answer`` with its character ``start``/``end`` and
+        ``score``; v2.0 adds ``abstained`` and ``null_score_diff``; ``n_best`` lists alternatives."""
+        windows: dict[int, list[dict]] = {}
+        for p in predictions:
+            windows.setdefault(p["example_index"], []).append(p)
+        records = []
+        for index, example in enumerate(examples):
+            record = self._answer(example, windows[index])
+            record.pop("best_span")
+            if not self.hparams.version_2_with_negative:
+                record.pop("abstained")
+            records.append({"id": example.id, "question": example.question} | record)
+        return records
