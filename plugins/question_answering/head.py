@@ -269,6 +269,8 @@ class QuestionAnsweringHead(Head):
             windows.setdefault(p["example_index"], []).append(p)
         records = []
         for index, example in enumerate(examples):
+            if index not in windows:  # not reached (trainer.limit_predict_batches)
+                continue
             record = self._answer(example, windows[index])
             record.pop("best_span")
             if not self.hparams.version_2_with_negative:

@@ -1,0 +1,100 @@
+"""Question answering training: the head learns to find answers in later windows of long
+passages, and the SQuAD v2.0 recipe runs fit -> predict through the CLI (abstentions, tuned
+threshold restored from the checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from bertkit_plugins.question_answering import QuestionAnsweringHead
+
+from bertkit import BertDataModule, BertModule
+from tests.conftest import ROOT, run_bertkit
+
+WORDS = ["apple", "river", "candle", "garden", "window", "silver", "market", "forest", "pencil", "harbor"]
+PLACES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Delhi"]
+FILLER = [
+    "Nothing of note happened in the quiet village that year.",
+    "The farmers worked the fields from dawn until dusk.",
+    "Travellers rarely stopped on the long road to the coast.",
+]
+
+
+def toy_squad(n: int, rng: random.Random, impossible_share: float = 0.0) -> dict:
+    """Passages of filler with a sentence that answers "What is the secret word?" late in them
+    (beyond the first 64-token window); some questions ask about what no passage says."""
+    paragraphs = []
+    for i in range(n):
+        word, place = rng.choice(WORDS), rng.choice(PLACES)
+        before = " ".join(rng.choice(FILLER) for _ in range(rng.randint(4, 6)))
+        context = f"{before} The secret word is {word}. It was hidden in {place}. {rng.choice(FILLER)}"
+        if rng.random() < impossible_share:
+            qas = [{"id": f"q{i}", "question": "What is the secret number?", "answers": [], "is_impossible": True}]
+        else:
+            start = context.index(f"is {word}") + 3
+            qas = [{"id": f"q{i}", "question": "What is the secret word?", "answers": [{"text": word, "answer_start": start}]}]
+        paragraphs.append({"context": context, "qas": qas})
+    return {"version": "toy", "data": [{"title": "toy", "paragraphs": paragraphs}]}
+
+
+def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
+    rng = random.Random(0)
+    (tmp_path / "train.json").write_text(json.dumps(toy_squad(48, rng)))
+    (tmp_path / "eval.json").write_text(json.dumps(toy_squad(16, rng)))
+    pl.seed_everything(0)
+    model = BertModule(QuestionAnsweringHead(doc_stride=24), learning_rate=3e-4, warmup_ratio=0.0)
+    data = BertDataModule(
+        data_dir=str(tmp_path), train_file="train.json", validation_file="eval.json", max_length=64, batch_size=8
+    )
+    trainer = pl.Trainer(
+        max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0,
+    )  # fmt: skip
+    before = trainer.validate(model, datamodule=data, verbose=False)[0]
+    trainer.fit(model, datamodule=data)
+    after = trainer.validate(model, datamodule=data, verbose=False)[0]
+    features = data.features["validation"]
+    windows: dict[int, list[dict]] = {}
+    for f in features:
+        windows.setdefault(f["example_index"], []).append(f)
+    assert all(len(w) > 1 for w in windows.values())  # every passage needs several windows
+    later = [next(k for k, f in enumerate(w) if f["start_positions"] > 0) > 0 for w in windows.values()]
+    assert sum(later) >= len(later) / 2  # the answer is mostly beyond the first window
+    assert after["val/f1"] >= 90.0 and before["val/f1"] < 30.0, (before, after)
+    assert after["val/loss"] < 0.2 * before["val/loss"]
+
+
+def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    (tmp_path / "train.json").write_text(json.dumps(toy_squad(40, rng, impossible_share=0.3)))
+    (tmp_path / "dev.json").write_text(json.dumps(toy_squad(12, rng, impossible_share=0.3)))
+    questions = [
+        {"id": "a", "question": "What is the secret word?", "context": "The secret word is candle. It was hidden in Rome."},
+        {"question": "What is the secret number?", "context": "The farmers worked the fields from dawn until dusk."},
+    ]
+    (tmp_path / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in questions) + "\n")
+    settings = [
+        "--config", str(ROOT / "recipes" / "squad_v2.yaml"),
+        f"--data.data_dir={tmp_path}", "--data.train_file=train.json", "--data.validation_file=dev.json",
+        "--data.max_length=64", "--data.batch_size=8", "--model.head.init_args.doc_stride=24",
+        "--trainer.enable_progress_bar=false",
+    ]  # fmt: skip
+    run_bertkit("fit", *settings, "--trainer.max_epochs=1", cwd=tmp_path)
+    checkpoint = torch.load(tmp_path / "runs/squad_v2/checkpoints/last.ckpt", weights_only=True)
+    tuned = float(checkpoint["state_dict"]["head.tuned_threshold"])
+    assert tuned == tuned  # tune_threshold: a threshold was adopted on validation (not NaN)
+    run_bertkit(
+        "predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path
+    )
+    records = [json.loads(line) for line in (tmp_path / "runs/squad_v2/predictions.jsonl").read_text().splitlines()]
+    assert records[0]["id"] == "a" and records[1]["id"].endswith("questions.jsonl:2")
+    for record, question in zip(records, questions):
+        assert set(record) >= {"answer", "start", "end", "score", "abstained", "null_score_diff", "n_best"}
+        assert record["abstained"] == (record["null_score_diff"] > tuned)
+        if not record["abstained"]:
+            assert question["context"][record["start"] : record["end"]] == record["answer"] != ""
+        assert record["n_best"] and abs(sum(c["probability"] for c in record["n_best"]) - 1) < 1e-6
