@@ -60,9 +60,9 @@ def scores(examples: list[QAExample], answers: dict[str, str]) -> dict[str, floa
     }
 
 
-def prepare_train(tokenizer, examples: list[QAExample], args: argparse.Namespace) -> list[dict]:
-    """run_qa.py ``prepare_train_features``."""
-    enc = tokenizer(
+def tokenize_windows(tokenizer, examples: list[QAExample], args: argparse.Namespace):
+    """run_qa.py's tokenizer call: question + passage, passage truncated into overlapping windows."""
+    return tokenizer(
         [e.question.lstrip() for e in examples],
         [e.context for e in examples],
         truncation="only_second",
@@ -71,6 +71,11 @@ def prepare_train(tokenizer, examples: list[QAExample], args: argparse.Namespace
         return_overflowing_tokens=True,
         return_offsets_mapping=True,
     )
+
+
+def prepare_train(tokenizer, examples: list[QAExample], args: argparse.Namespace) -> list[dict]:
+    """run_qa.py ``prepare_train_features``."""
+    enc = tokenize_windows(tokenizer, examples, args)
     rows = []
     for i, offsets in enumerate(enc["offset_mapping"]):
         input_ids = enc["input_ids"][i]
@@ -107,15 +112,7 @@ def prepare_train(tokenizer, examples: list[QAExample], args: argparse.Namespace
 def prepare_eval(tokenizer, examples: list[QAExample], args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
     """run_qa.py ``prepare_validation_features``: model rows, and per window its example and offsets
     (None outside the passage)."""
-    enc = tokenizer(
-        [e.question.lstrip() for e in examples],
-        [e.context for e in examples],
-        truncation="only_second",
-        max_length=args.max_length,
-        stride=args.doc_stride,
-        return_overflowing_tokens=True,
-        return_offsets_mapping=True,
-    )
+    enc = tokenize_windows(tokenizer, examples, args)
     rows, meta = [], []
     for i, offsets in enumerate(enc["offset_mapping"]):
         sequence_ids = enc.sequence_ids(i)

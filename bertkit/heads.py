@@ -75,7 +75,9 @@ class Head(nn.Module, HyperparametersMixin, ABC):
     def featurize(self, examples: list[Any], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
         """Turn examples into model features (lists of ints; ``input_ids`` required).
 
-        Every feature carries ``example_index`` so predictions can be joined back.
+        Every feature carries ``example_index`` so predictions can be joined back. Values that are
+        neither lists nor numbers (such as the example itself, for post-processing that needs its
+        text) reach the batch as a plain list.
         """
 
     @abstractmethod

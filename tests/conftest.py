@@ -61,3 +61,16 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("sample_run")
     run_bertkit("fit", "--config", str(RECIPE), *FAST, cwd=work)
     return work
+
+
+def fit_between_validations(model, datamodule, max_epochs: int) -> tuple[dict, dict]:
+    """Validation metrics before and after fitting ``model`` (no logs, checkpoints or bars)."""
+    import pytorch_lightning as pl
+
+    trainer = pl.Trainer(
+        max_epochs=max_epochs, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0,
+    )  # fmt: skip
+    before = trainer.validate(model, datamodule=datamodule, verbose=False)[0]
+    trainer.fit(model, datamodule=datamodule)
+    return before, trainer.validate(model, datamodule=datamodule, verbose=False)[0]

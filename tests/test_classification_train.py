@@ -15,7 +15,7 @@ from bertkit_plugins.sequence_classification import SequenceClassificationHead
 
 from bertkit import BertDataModule, BertModule
 from bertkit.data import pad_batch
-from tests.conftest import ROOT, run_bertkit
+from tests.conftest import ROOT, fit_between_validations, run_bertkit
 
 MRPC = ROOT / "recipes" / "mrpc.yaml"
 COLOURS, ANIMALS = ["red", "blue", "green"], ["cat", "dog", "horse"]
@@ -53,13 +53,7 @@ def test_each_problem_type_learns(problem_type, tmp_path):
     data = BertDataModule(
         data_dir=str(tmp_path), train_file="train.tsv", validation_file="train.tsv", batch_size=8, seed=0
     )
-    trainer = pl.Trainer(
-        max_epochs=6, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0,
-    )  # fmt: skip
-    before = trainer.validate(model, datamodule=data, verbose=False)[0]
-    trainer.fit(model, datamodule=data)
-    after = trainer.validate(model, datamodule=data, verbose=False)[0]
+    before, after = fit_between_validations(model, data, max_epochs=6)
     assert after["val/loss"] < 0.5 * before["val/loss"], (before, after)
     score = {"single_label": "val/accuracy", "multi_label": "val/exact_match", "regression": "val/pearson"}
     assert after[score[problem_type]] > before[score[problem_type]]

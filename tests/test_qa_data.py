@@ -181,7 +181,9 @@ def test_answer_in_a_later_window_is_labelled_and_found(tmp_path: Path, tokenize
     assert all(features[k]["start_positions"] == 0 for k in range(len(features)) if k not in labelled)
     for k in labelled:
         f = features[k]
-        assert context[f["char_start"][f["start_positions"]] : f["char_end"][f["end_positions"]]] == "the old lighthouse"
+        assert (
+            context[f["char_start"][f["start_positions"]] : f["char_end"][f["end_positions"]]] == "the old lighthouse"
+        )
         assert f["token_type_ids"][f["start_positions"]] == 1
     # Logits that point at the answer in its window (and at [CLS] elsewhere) recover its text.
     batch = pad_batch(features)

@@ -44,7 +44,9 @@ def test_empty_answers_differ_between_v1_and_v2() -> None:
 
 
 def dataset(rows: list[tuple[str, list[str]]]) -> list[dict]:
-    qas = [{"id": qid, "question": "?", "answers": [{"text": g, "answer_start": 0} for g in golds]} for qid, golds in rows]
+    qas = [
+        {"id": qid, "question": "?", "answers": [{"text": g, "answer_start": 0} for g in golds]} for qid, golds in rows
+    ]
     return [{"title": "t", "paragraphs": [{"context": "c", "qas": qas}]}]
 
 

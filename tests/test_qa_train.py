@@ -13,7 +13,7 @@ import torch
 from bertkit_plugins.question_answering import QuestionAnsweringHead
 
 from bertkit import BertDataModule, BertModule
-from tests.conftest import ROOT, run_bertkit
+from tests.conftest import ROOT, fit_between_validations, run_bertkit
 
 WORDS = ["apple", "river", "candle", "garden", "window", "silver", "market", "forest", "pencil", "harbor"]
 PLACES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Delhi"]
@@ -36,7 +36,13 @@ def toy_squad(n: int, rng: random.Random, impossible_share: float = 0.0) -> dict
             qas = [{"id": f"q{i}", "question": "What is the secret number?", "answers": [], "is_impossible": True}]
         else:
             start = context.index(f"is {word}") + 3
-            qas = [{"id": f"q{i}", "question": "What is the secret word?", "answers": [{"text": word, "answer_start": start}]}]
+            qas = [
+                {
+                    "id": f"q{i}",
+                    "question": "What is the secret word?",
+                    "answers": [{"text": word, "answer_start": start}],
+                }
+            ]
         paragraphs.append({"context": context, "qas": qas})
     return {"version": "toy", "data": [{"title": "toy", "paragraphs": paragraphs}]}
 
@@ -50,13 +56,7 @@ def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
     data = BertDataModule(
         data_dir=str(tmp_path), train_file="train.json", validation_file="eval.json", max_length=64, batch_size=8
     )
-    trainer = pl.Trainer(
-        max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0,
-    )  # fmt: skip
-    before = trainer.validate(model, datamodule=data, verbose=False)[0]
-    trainer.fit(model, datamodule=data)
-    after = trainer.validate(model, datamodule=data, verbose=False)[0]
+    before, after = fit_between_validations(model, data, max_epochs=3)
     features = data.features["validation"]
     windows: dict[int, list[dict]] = {}
     for f in features:
@@ -73,7 +73,11 @@ def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> Non
     (tmp_path / "train.json").write_text(json.dumps(toy_squad(40, rng, impossible_share=0.3)))
     (tmp_path / "dev.json").write_text(json.dumps(toy_squad(12, rng, impossible_share=0.3)))
     questions = [
-        {"id": "a", "question": "What is the secret word?", "context": "The secret word is candle. It was hidden in Rome."},
+        {
+            "id": "a",
+            "question": "What is the secret word?",
+            "context": "The secret word is candle. It was hidden in Rome.",
+        },
         {"question": "What is the secret number?", "context": "The farmers worked the fields from dawn until dusk."},
     ]
     (tmp_path / "questions.jsonl").write_text("\n".join(json.dumps(q) for q in questions) + "\n")
@@ -87,9 +91,7 @@ def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> Non
     checkpoint = torch.load(tmp_path / "runs/squad_v2/checkpoints/last.ckpt", weights_only=True)
     tuned = float(checkpoint["state_dict"]["head.tuned_threshold"])
     assert tuned == tuned  # tune_threshold: a threshold was adopted on validation (not NaN)
-    run_bertkit(
-        "predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path
-    )
+    run_bertkit("predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path)
     records = [json.loads(line) for line in (tmp_path / "runs/squad_v2/predictions.jsonl").read_text().splitlines()]
     assert records[0]["id"] == "a" and records[1]["id"].endswith("questions.jsonl:2")
     for record, question in zip(records, questions):

@@ -149,9 +149,10 @@ class QuestionAnsweringHead(Head):
                 features.append(feature)
         return features
 
-    def _token_span(self, example: QAExample, context: Encoded) -> tuple[int, int] | None:
-        """Context-token span of the first answer found in the passage; (-1, -1) for none
-        (v2.0: unanswerable); None when the answer is not in the passage (no training signal)."""
+    @staticmethod
+    def _token_span(example: QAExample, context: Encoded) -> tuple[int, int] | None:
+        """Context-token span of the first answer found in the passage; (-1, -1) when there is no
+        answer (v2.0); None when its text is not in the passage (no training signal)."""
         located = [a for a in example.answers if a.start is not None]
         if example.is_impossible or not example.answers:
             return (-1, -1)
