@@ -79,7 +79,8 @@ def answer(
     Returns:
         ``answer`` (text, ``""`` when abstaining), ``start``/``end`` (character offsets, None when
         abstaining), ``score`` (logit sum of the best span), ``best_span`` (its text even when
-        abstaining), ``null_score_diff`` (v2.0), ``abstained``, and
+        abstaining), ``null_score_diff`` (v2.0; it and ``score`` are None when no window has a
+        valid span, and the question is then unanswered), ``abstained``, and
         ``n_best`` (text, start, end, score, probability: softmax over the listed scores; v2.0
         lists the null answer too).
     """
