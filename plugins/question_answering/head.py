@@ -127,8 +127,8 @@ class QuestionAnsweringHead(Head):
     def featurize(self, examples: list[QAExample], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
         hp = self.hparams
         questions = tokenizer.tokenize([e.question for e in examples])
-        contexts = {c: None for c in (e.context for e in examples)}  # each passage tokenized once
-        contexts = dict(zip(contexts, tokenizer.tokenize(list(contexts))))
+        passages = list(dict.fromkeys(e.context for e in examples))  # each passage tokenized once
+        contexts = dict(zip(passages, tokenizer.tokenize(passages)))
         features = []
         for index, (example, question) in enumerate(zip(examples, questions)):
             query = question.input_ids[: hp.max_query_length]
