@@ -9,6 +9,7 @@ boolean key-padding mask. Shapes: B batch, T tokens, H hidden_size, A heads, D =
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -17,10 +18,12 @@ from torch import nn
 
 from bertkit.config import BertConfig
 
-_ACTIVATIONS = {
-    "gelu": nn.GELU(),
-    "gelu_new": nn.GELU(approximate="tanh"),
-    "relu": nn.ReLU(),
+# Activation modules by config name; a fresh instance per use (a shared one would carry one
+# model's train/eval mode into every other model).
+ACTIVATIONS = {
+    "gelu": nn.GELU,
+    "gelu_new": partial(nn.GELU, approximate="tanh"),
+    "relu": nn.ReLU,
 }
 
 
@@ -118,7 +121,7 @@ class BertIntermediate(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.act = _ACTIVATIONS[config.hidden_act]
+        self.act = ACTIVATIONS[config.hidden_act]()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.act(self.dense(x))  # (B, T, intermediate_size)
