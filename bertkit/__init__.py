@@ -1,6 +1,6 @@
 """bertkit: a plugin-based, notebook-friendly BERT framework on PyTorch Lightning."""
 
-from bertkit.callbacks import PredictionWriter
+from bertkit.callbacks import ExportPretrained, PredictionWriter
 from bertkit.config import BertConfig
 from bertkit.data import BertDataModule
 from bertkit.heads import Head
@@ -19,6 +19,7 @@ __all__ = [
     "BertTokenizer",
     "Composed",
     "EncoderOutput",
+    "ExportPretrained",
     "Head",
     "PredictionWriter",
     "compose",

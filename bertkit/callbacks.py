@@ -1,4 +1,5 @@
-"""Callbacks a recipe can add: ``PredictionWriter`` writes ``predict`` results as JSON Lines."""
+"""Callbacks a recipe can add: ``PredictionWriter`` writes ``predict`` results as JSON Lines;
+``ExportPretrained`` writes the trained model in Hugging Face format when ``fit`` ends."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 from typing import Any
 
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import BasePredictionWriter
+from pytorch_lightning.callbacks import BasePredictionWriter, Callback
 from typing_extensions import override
 
 from bertkit.io import write_jsonl
@@ -40,3 +41,23 @@ class PredictionWriter(BasePredictionWriter):
     ) -> None:
         count = write_jsonl(self.output_file, prediction_records(pl_module, trainer.datamodule, predictions))
         log.warning("wrote %d predictions to %s", count, self.output_file)
+
+
+class ExportPretrained(Callback):
+    """When ``fit`` ends, write the model as a Hugging Face format directory
+    (``BertModule.save_pretrained``): the ``pretrained:`` of a fine-tuning recipe, and, after
+    pre-training, a ``transformers.BertForPreTraining`` checkpoint. Rank 0 writes; files are
+    replaced atomically.
+
+    Args:
+        output_dir: the directory to (over)write.
+    """
+
+    def __init__(self, output_dir: str = "export") -> None:
+        self.output_dir = output_dir
+
+    @override
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.is_global_zero:
+            pl_module.save_pretrained(self.output_dir)
+            log.warning("exported the model in Hugging Face format to %s", self.output_dir)

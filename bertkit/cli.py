@@ -1,4 +1,5 @@
-"""The ``bertkit`` command: LightningCLI subcommands (fit, validate, test, predict) and ``plugins``.
+"""The ``bertkit`` command: LightningCLI subcommands (fit, validate, test, predict), ``plugins``,
+and commands plugins register (``bertkit prepare``, ``bertkit vocab``).
 
 Plugins (entry points and a recipe's ``plugins:`` list) are loaded *before* the parser is built,
 so short ``class_path`` names of plugin heads resolve.
@@ -14,12 +15,13 @@ from typing import Any
 
 import torch
 import yaml
+from jsonargparse import CLI
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.cli import LightningCLI
 
 from bertkit.data import BertDataModule
 from bertkit.module import BertModule
-from bertkit.plugins import PluginError, describe, load_modules, plugin_manager
+from bertkit.plugins import PluginError, describe, load_modules, plugin_manager, registered
 
 DEBUG_ENV = "BERTKIT_DEBUG"
 
@@ -131,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     plugin_manager()
     if args[:1] == ["plugins"]:
         return print_plugins(args[1:])
+    commands = registered("register_commands")
     try:
+        if args and args[0] in commands:
+            CLI(commands[args[0]], args=args[1:], prog=f"bertkit {args[0]}")
+            return 0
         load_modules(recipe_plugins(args))
         BertkitCLI(args=argv, **cli_kwargs())
     except (FileNotFoundError, ValueError, PluginError) as err:

@@ -162,12 +162,11 @@ class BertDataModule(pl.LightningDataModule):
         sample = self._module().head.sample_files()
         if sample is None:
             raise ValueError(f"no data: set data.data_dir or {DATA_ENV} (with data.dataset)")
+        where = f"set {DATA_ENV}=ROOT (reads ROOT/{hp.dataset})" if hp.dataset else "give data.dataset"
         log.warning(
-            "No data directory given: using the bundled sample %s. For the real data pass "
-            "--data.data_dir DIR or set %s=ROOT (reads ROOT/%s).",
+            "No data directory given: using the bundled sample %s. For the real data pass --data.data_dir DIR or %s.",
             Path(sample["train"]).parent,
-            DATA_ENV,
-            hp.dataset,
+            where,
         )
         return sample
 
@@ -179,7 +178,7 @@ class BertDataModule(pl.LightningDataModule):
         else:
             source = self.data_source()
             path = source["test" if split == "predict" else split] if isinstance(source, dict) else source / given
-        if not path.is_file():
+        if not path.exists():  # a file, or a folder for heads that read folders (a corpus, shards)
             raise FileNotFoundError(f"{path}: data file not found")
         return path
 
@@ -252,7 +251,13 @@ class BertDataModule(pl.LightningDataModule):
         features = self._features(split)
         pad_id = self._module().tokenizer.pad_token_id
         hp = self.hparams
-        lengths = [len(f["input_ids"]) for f in features]
+        # A lazy feature sequence (memory-mapped pre-training shards) gives its lengths without
+        # reading them, and learns whether it feeds training (fresh dynamic masks) or evaluation.
+        if hasattr(features, "training"):
+            features.training = train
+        lengths = getattr(features, "lengths", None)
+        if lengths is None:
+            lengths = [len(f["input_ids"]) for f in features]
         if train:
             sampler = LengthGroupedSampler(lengths, hp.batch_size, hp.seed) if hp.group_by_length else None
             kwargs = dict(batch_size=hp.batch_size, sampler=sampler, shuffle=sampler is None)

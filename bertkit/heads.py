@@ -37,6 +37,10 @@ class Head(nn.Module, HyperparametersMixin, ABC):
     learned: tuple[str, ...] = ()
     """Hyper-parameters ``prepare`` may fill from the training examples."""
 
+    hf_architecture: str = "BertModel"
+    """The ``transformers`` class whose checkpoint ``hf_state_dict`` completes (``config.json``'s
+    ``architectures``)."""
+
     @property
     def ready(self) -> bool:
         """Whether ``build`` can run: every ``learned`` hyper-parameter is set."""
@@ -58,6 +62,16 @@ class Head(nn.Module, HyperparametersMixin, ABC):
     @abstractmethod
     def build(self, config: BertConfig) -> None:
         """Create the layers on top of an encoder of this config; called once by ``BertModule``."""
+
+    def attach(self, encoder: nn.Module) -> None:
+        """Called once after ``build`` with the ``BertEncoder``, for a head that shares its weights
+        (an MLM decoder tied to the word embeddings). Keep no submodule reference: the encoder's
+        parameters must stay listed once, under ``encoder.``."""
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """This head's tensors under ``hf_architecture``'s key names (``cls.*`` for
+        ``BertForPreTraining``); empty when that class has no head of this kind."""
+        return {}
 
     @abstractmethod
     def read(self, path: Path, labelled: bool = True) -> list[Any]:
@@ -110,17 +124,26 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(self.hparams)}
 
 
+def import_class(class_path: str, base: type) -> type:
+    """The class at a dotted ``class_path``, checked to subclass ``base``.
+
+    Raises:
+        ValueError: it cannot be imported or is not a subclass of ``base``.
+    """
+    module_name, _, class_name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"class_path {class_path!r} cannot be imported: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"class_path {class_path!r} is not a {base.__module__}.{base.__qualname__}")
+    return cls
+
+
 def head_from_spec(spec: dict[str, Any]) -> Head:
     """Rebuild a head from ``Head.spec()`` output.
 
     Raises:
         ValueError: the class cannot be imported or is not a ``Head``.
     """
-    module_name, _, class_name = spec["class_path"].rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"head class_path {spec['class_path']!r} cannot be imported: {err}") from err
-    if not (isinstance(cls, type) and issubclass(cls, Head)):
-        raise ValueError(f"head class_path {spec['class_path']!r} is not a bertkit Head")
-    return cls(**spec.get("init_args", {}))
+    return import_class(spec["class_path"], Head)(**spec.get("init_args", {}))

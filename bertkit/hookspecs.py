@@ -30,3 +30,17 @@ def register_pretrained(register: Callable[[str, Callable[[], str]], None]) -> N
     ``locate()`` returns the path of a Hugging Face format directory or raises
     ``FileNotFoundError`` saying how to install it. Every implementation is called.
     """
+
+
+@hookspec
+def register_masking(register: Callable[[type], None]) -> None:
+    """Register masked-LM masking strategies (``MaskingStrategy`` subclasses): ``register(cls)``.
+
+    Every implementation is called; names must be unique across plugins.
+    """
+
+
+@hookspec
+def register_commands(register: Callable[[str, Callable], None]) -> None:
+    """Register ``bertkit NAME`` sub-commands: ``register(name, function)``. The function's
+    type-hinted signature and docstring become the command's options and help (jsonargparse)."""

@@ -17,8 +17,9 @@ from typing_extensions import override
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Head, head_from_spec
 from bertkit.model import BertEncoder
-from bertkit.pretrained import resolve_pretrained
+from bertkit.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.tokenizer import BertTokenizer
+from bertkit.weights import save_encoder
 
 ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -37,7 +38,8 @@ class BertModule(pl.LightningModule):
             (``bertkit plugins`` lists them); its weights, config and tokenizer are used.
             None builds a fresh encoder from ``preset`` and ``vocab_file``.
         preset: size of a fresh encoder: tiny, mini, small, medium, base or large.
-        vocab_file: ``vocab.txt`` (or a directory with a tokenizer) for a fresh encoder.
+        vocab_file: the tokenizer of a fresh encoder: ``vocab.txt``, a directory with a
+            tokenizer, or a registered model name (its tokenizer only, not its weights).
         lowercase: lower-case input of a fresh encoder's tokenizer.
         learning_rate: peak learning rate (after warm-up).
         weight_decay: AdamW decoupled weight decay (not on biases/LayerNorm).
@@ -74,6 +76,7 @@ class BertModule(pl.LightningModule):
 
     def _build_head(self) -> None:
         self.head.build(self.encoder.config)
+        self.head.attach(self.encoder)
         self._head_built = True
         self.hparams["head"] = self.head.spec()  # now with what the head learned from data
 
@@ -113,10 +116,7 @@ class BertModule(pl.LightningModule):
             return BertEncoder.from_pretrained(directory), BertTokenizer.from_pretrained(directory)
         if preset is None or vocab_file is None:
             raise ValueError("model: give pretrained, or preset and vocab_file for a fresh encoder")
-        if Path(vocab_file).is_dir():
-            tokenizer = BertTokenizer.from_pretrained(vocab_file)
-        else:
-            tokenizer = BertTokenizer.from_vocab(vocab_file, lowercase)
+        tokenizer = load_tokenizer(vocab_file, lowercase)
         return BertEncoder(BertConfig.preset(preset, vocab_size=tokenizer.vocab_size)), tokenizer
 
     @override
@@ -133,8 +133,9 @@ class BertModule(pl.LightningModule):
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
         outputs = self(batch)
         size = batch["input_ids"].shape[0]
-        if "loss" in outputs:
-            self.log(f"{stage}/loss", outputs["loss"], batch_size=size, prog_bar=stage == "train")
+        for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
+            if key == "loss" or key.endswith("_loss"):
+                self.log(f"{stage}/{key}", value, batch_size=size, prog_bar=stage == "train")
         if stage != "train":
             self.head.update_metrics(stage, outputs, batch)
         return outputs
@@ -157,7 +158,10 @@ class BertModule(pl.LightningModule):
         return self.head.predict(self(batch), batch)
 
     def _log_epoch_metrics(self, stage: str) -> None:
-        metrics = self.head.compute_metrics(stage)
+        # Metric states a head resets here must be normal tensors: reset under validate's inference
+        # mode would make inference tensors that a later fit's validation (no_grad) cannot update.
+        with torch.inference_mode(False):
+            metrics = self.head.compute_metrics(stage)
         self.log_dict({f"{stage}/{k}": v for k, v in metrics.items()}, prog_bar=False)
 
     @override
@@ -167,6 +171,17 @@ class BertModule(pl.LightningModule):
     @override
     def on_test_epoch_end(self) -> None:
         self._log_epoch_metrics("test")
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write a Hugging Face format directory: ``config.json``, ``model.safetensors``,
+        ``tokenizer.json`` and ``vocab.txt``. With a head that exports tensors (the pre-training
+        head) it is a ``BertForPreTraining``-style checkpoint (``bert.`` + ``cls.*`` keys), else a
+        ``BertModel``; either loads as ``pretrained`` in any recipe. Files are replaced atomically.
+        """
+        head_state = self.head.hf_state_dict() if self._head_built else {}
+        architecture = self.head.hf_architecture if head_state else "BertModel"
+        save_encoder(self.encoder, directory, head_state, architecture)
+        self.tokenizer.save(directory)
 
     @override
     def configure_optimizers(self) -> dict[str, Any]:

@@ -163,7 +163,10 @@ def registered(hook_name: str) -> dict[str, object]:
 def describe() -> list[PluginInfo]:
     """One ``PluginInfo`` per registered plugin, for ``bertkit plugins``."""
     pm = plugin_manager()
-    by_hook = {spec: _collect(spec) for spec in ("register_heads", "register_pretrained")}
+    by_hook = {
+        spec: _collect(spec)
+        for spec in ("register_heads", "register_masking", "register_pretrained", "register_commands")
+    }
     infos = []
     for name, plugin in pm.list_name_plugin():
         ep = _sources.get(name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertkit.plugins import registered
+from bertkit.tokenizer import BertTokenizer
 
 
 def resolve_pretrained(name_or_path: str) -> Path:
@@ -24,3 +25,16 @@ def resolve_pretrained(name_or_path: str) -> Path:
     raise FileNotFoundError(
         f"pretrained={name_or_path!r} is not a directory nor a registered model name (registered: {names})"
     )
+
+
+def load_tokenizer(vocab: str | Path, lowercase: bool = True) -> BertTokenizer:
+    """A tokenizer from a ``vocab.txt`` file (``lowercase`` applies), a model or tokenizer
+    directory, or a registered model name (their own settings apply).
+
+    Raises:
+        FileNotFoundError: none of these; see ``resolve_pretrained``.
+    """
+    path = Path(vocab).expanduser()
+    if path.is_file():
+        return BertTokenizer.from_vocab(path, lowercase)
+    return BertTokenizer.from_pretrained(resolve_pretrained(str(vocab)))

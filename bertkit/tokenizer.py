@@ -9,13 +9,17 @@ then the template ``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]`` with segment ids
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
+from bertkit.io import atomic_path
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+BRACKETED = re.compile(r"\[[A-Za-z0-9_]+\]")
 
 
 @dataclass
@@ -62,7 +66,23 @@ class BertTokenizer:
         self.cls_token_id = backend.token_to_id("[CLS]")
         self.sep_token_id = backend.token_to_id("[SEP]")
         self.mask_token_id = backend.token_to_id("[MASK]")
+        backend.add_special_tokens(list(SPECIAL_TOKENS))  # "[MASK]" in a text is one token, never split
         self._add_template()
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """Ids of bracketed vocabulary entries: ``[PAD]``, ``[UNK]``, ``[CLS]``, ``[SEP]``,
+        ``[MASK]`` and reserved slots such as ``[unused0]``; never real text pieces."""
+        return frozenset(i for t, i in self.backend.get_vocab().items() if BRACKETED.fullmatch(t))
+
+    def save(self, directory: str | Path) -> None:
+        """Write ``tokenizer.json`` and ``vocab.txt`` (ids in order) atomically into ``directory``."""
+        directory = Path(directory)
+        with atomic_path(directory / "tokenizer.json") as tmp:
+            self.backend.save(str(tmp))
+        vocab = sorted(self.backend.get_vocab().items(), key=lambda item: item[1])
+        with atomic_path(directory / "vocab.txt") as tmp:
+            tmp.write_text("".join(f"{token}\n" for token, _ in vocab), encoding="utf-8")
 
     def _add_template(self) -> None:
         cls, sep = ("[CLS]", self.cls_token_id), ("[SEP]", self.sep_token_id)

@@ -89,12 +89,28 @@ def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dic
     return heads
 
 
-def save_encoder(encoder: torch.nn.Module, directory: str | Path) -> None:
-    """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``."""
+def save_encoder(
+    encoder: torch.nn.Module,
+    directory: str | Path,
+    head_state: dict[str, torch.Tensor] | None = None,
+    architecture: str = "BertModel",
+) -> None:
+    """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``.
+
+    Args:
+        encoder: a ``BertEncoder``.
+        directory: created if missing.
+        head_state: extra tensors of a ``BertFor*`` checkpoint (``cls.*``); with them the encoder's
+            keys get the ``bert.`` prefix, as ``transformers`` saves such models.
+        architecture: ``config.json``'s ``architectures`` entry.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    config = {**encoder.config.to_dict(), "architectures": [architecture]}
     with atomic_path(directory / "config.json") as tmp:
-        tmp.write_text(json.dumps(encoder.config.to_dict(), indent=2) + "\n", encoding="utf-8")
-    tensors = {k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+        tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    prefix = "bert." if head_state else ""
+    tensors = {prefix + k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+    tensors.update({k: v.detach().contiguous().cpu() for k, v in (head_state or {}).items()})
     with atomic_path(directory / "model.safetensors") as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})

@@ -250,12 +250,11 @@ class QuestionAnsweringHead(Head):
             golds.append([a.text for a in example.answers])
         pending.clear()
         metric.threshold = self.threshold
-        with torch.inference_mode(False):  # states reset under trainer.validate must stay updatable
-            metric.update(spans, diffs, golds)
-            scores = metric.compute() if spans else {}
-            metric.reset()
-            if stage == "val" and self.hparams.tune_threshold and "best_f1_thresh" in scores:
-                self.tuned_threshold.fill_(float(scores["best_f1_thresh"]))
+        metric.update(spans, diffs, golds)
+        scores = metric.compute() if spans else {}
+        metric.reset()
+        if stage == "val" and self.hparams.tune_threshold and "best_f1_thresh" in scores:
+            self.tuned_threshold.fill_(float(scores["best_f1_thresh"]))
         return {k: v.float() for k, v in scores.items()}
 
     # ----- predictions -----

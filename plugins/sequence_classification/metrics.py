@@ -72,9 +72,6 @@ class ClassificationMetrics(nn.Module):
     def compute(self) -> dict[str, torch.Tensor]:
         """The epoch's values; then reset."""
         values = {name: metric.compute() for name, metric in self.metrics.items()}
-        # Fresh states must be normal tensors: reset() under validate's inference mode would make
-        # inference tensors that a later fit's validation (grad mode off, not inference) cannot update.
-        with torch.inference_mode(False):
-            for metric in self.metrics.values():
-                metric.reset()
+        for metric in self.metrics.values():
+            metric.reset()
         return values
