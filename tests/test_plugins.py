@@ -17,7 +17,13 @@ from bertkit.plugins import PluginError, PluginWarning, register_plugin, registe
 from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
 
 FIXTURES = ROOT / "tests" / "fixtures"
-BUILTIN = {"pretrained", "token_tagging", "sequence_classification", "question_answering"}  # bertkit's own entry points
+BUILTIN = {
+    "pretrained",
+    "token_tagging",
+    "sequence_classification",
+    "question_answering",
+    "pretraining",
+}  # bertkit's own entry points
 
 
 def pip_install_target(project: Path, target: Path) -> None:

@@ -1,0 +1,394 @@
+"""``PreTrainingHead``: masked LM plus next-sentence (or sentence-order) prediction.
+
+The layers are Hugging Face ``BertForPreTraining``'s ``cls`` (google-research/bert
+``run_pretraining.py``): MLM = dense H -> H, GELU, LayerNorm, then a decoder tied to the word
+embeddings plus a separate output bias; NSP/SOP = one 2-way linear layer on the pooled
+``[CLS]``. MLM logits are computed **only at the predicted positions** (M of the B x T tokens;
+a dense head spends (B x T) / M times the FLOPs and memory on the vocabulary projection).
+Loss = mean MLM cross-entropy + mean NSP/SOP cross-entropy (Devlin et al. 2019, A.2).
+
+Data: a training file is a corpus (file or folder, see ``corpus``) or a directory written by
+``bertkit prepare``. A corpus is prepared on first use into a cache keyed by its contents and
+every setting, then read from memory-mapped shards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from bertkit_plugins.pretraining.corpus import python_docs_corpus
+from bertkit_plugins.pretraining.instances import SENTENCE_TASKS
+from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking
+from bertkit_plugins.pretraining.prepare import prepare, vocab_fingerprint
+from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
+from torch import nn
+from torchmetrics import MeanMetric
+
+from bertkit.config import BertConfig
+from bertkit.heads import Batch, Feature, Head, import_class
+from bertkit.model import ACTIVATIONS, EncoderOutput
+from bertkit.tokenizer import BertTokenizer
+
+CACHE_ENV = "BERTKIT_CACHE"
+log = logging.getLogger(__name__)
+
+
+def cache_dir() -> Path:
+    """``$BERTKIT_CACHE``, else ``~/.cache/bertkit``."""
+    return Path(os.environ.get(CACHE_ENV, "~/.cache/bertkit")).expanduser()
+
+
+@dataclass
+class Corpus:
+    """A training/evaluation source: a corpus file or folder, or a prepared shard directory."""
+
+    path: Path
+
+
+@dataclass
+class MaskedText:
+    """A text to fill in at ``predict``: ``[MASK]`` marks each token to predict."""
+
+    text: str
+    source: str
+
+
+class MaskedLMPredictions(nn.Module):
+    """``BertLMPredictionHead`` without its decoder matrix (tied to the word embeddings)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.transform = nn.Sequential()
+        self.transform.add_module("dense", nn.Linear(config.hidden_size, config.hidden_size))
+        self.transform.add_module("transform_act_fn", ACTIVATIONS[config.hidden_act]())
+        self.transform.add_module("LayerNorm", nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps))
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden: torch.Tensor, decoder: torch.Tensor) -> torch.Tensor:
+        """(M, H) hidden states, (V, H) tied decoder -> (M, V) logits."""
+        return F.linear(self.transform(hidden), decoder, self.bias)
+
+
+class PreTrainingInstances:
+    """Features from prepared shards, masked on the fly (a lazy sequence for the DataLoader).
+
+    Static masks (stored by ``prepare``) are used as stored. Dynamic masks (RoBERTa, Liu et al.
+    2019) are drawn anew each time a training instance is read, from a per-process generator
+    seeded by ``torch.initial_seed()`` (``seed_everything`` and each DataLoader worker's seed),
+    and fixed per instance index in evaluation (``training = False``, set by the data module),
+    so held-out scores compare across steps.
+    """
+
+    def __init__(self, shards: Shards, tokenizer: BertTokenizer, masking: MaskingStrategy, dynamic: bool) -> None:
+        self.shards, self.masking, self.dynamic = shards, masking, dynamic
+        self.cls_id, self.sep_id, self.mask_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
+        self.vocab_size, self.special_ids = tokenizer.vocab_size, tokenizer.special_ids
+        self.training = True
+        self._rng: tuple[int, random.Random] | None = None
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.shards.lengths
+
+    def _generator(self, index: int) -> random.Random:
+        if not self.training:
+            return random.Random(f"eval/{index}")
+        pid = os.getpid()
+        if self._rng is None or self._rng[0] != pid:
+            self._rng = (pid, random.Random(torch.initial_seed()))
+        return self._rng[1]
+
+    def __getitem__(self, index: int) -> Feature:
+        item = self.shards[index]
+        ids = item["input_ids"].tolist()
+        a = item["segment_a_length"]
+        labels = [-100] * len(ids)
+        if self.dynamic:
+            maskable = [t != self.cls_id and t != self.sep_id for t in ids]
+            masked = self.masking.mask(
+                ids,
+                item["word_starts"].tolist(),
+                maskable,
+                self._generator(index),
+                self.mask_id,
+                self.vocab_size,
+                self.special_ids,
+            )
+            inputs = masked.input_ids
+            for p, label in zip(masked.positions, masked.labels):
+                labels[p] = label
+        else:
+            inputs = list(ids)
+            for p, token in zip(item["masked_positions"].tolist(), item["masked_input_ids"].tolist()):
+                inputs[p], labels[p] = token, ids[p]
+        return {
+            "input_ids": inputs,
+            "token_type_ids": [0] * a + [1] * (len(ids) - a),
+            "labels": labels,
+            "next_sentence_label": item["sentence_label"],
+            "example_index": index,
+        }
+
+
+class PreTrainingHead(Head):
+    """BERT pre-training objectives: masked LM (always) and NSP or SOP.
+
+    Args:
+        sentence_task: ``nsp`` (next sentence prediction, BERT), ``sop`` (sentence order
+            prediction, ALBERT) or ``none`` (MLM only, RoBERTa).
+        masking: the masking strategy (``TokenMasking``, ``WholeWordMasking``, ``NgramMasking``
+            or a plugin's; ``bertkit plugins`` lists them); default token-level 15 %, 80/10/10,
+            at most 20 predictions per sequence.
+        dynamic_masking: draw masks when an instance is read (RoBERTa) instead of using those
+            stored by ``prepare`` (Google's static masks; the shards must have them).
+        dupe_factor: when preparing a corpus: passes per document (see ``bertkit prepare``).
+        short_seq_prob: when preparing: share of shorter target lengths (0.1).
+        documents_per_shard: when preparing: documents per shard (NSP negatives' pool).
+        prepare_workers: when preparing: worker processes (0 = one per core).
+        prepare_seed: when preparing: the seed of instances and static masks.
+        top_k: candidates per ``[MASK]`` written by ``predict``.
+
+    Raises:
+        ValueError: an unknown ``sentence_task``.
+    """
+
+    hf_architecture = "BertForPreTraining"
+
+    def __init__(
+        self,
+        sentence_task: str = "nsp",
+        masking: MaskingStrategy | None = None,
+        dynamic_masking: bool = True,
+        dupe_factor: int = 1,
+        short_seq_prob: float = 0.1,
+        documents_per_shard: int = 500,
+        prepare_workers: int = 0,
+        prepare_seed: int = 12345,
+        top_k: int = 5,
+    ) -> None:
+        super().__init__()
+        if sentence_task not in SENTENCE_TASKS:
+            raise ValueError(f"model.head.sentence_task={sentence_task!r}: expected one of {', '.join(SENTENCE_TASKS)}")
+        if isinstance(masking, dict):  # rebuilt from a checkpoint's hyper-parameters
+            masking = import_class(masking["class_path"], MaskingStrategy)(**masking.get("init_args", {}))
+        self.masking = masking or TokenMasking()
+        self.save_hyperparameters(ignore=["masking"])
+        self.hparams["masking"] = self.masking.spec()  # plain values only (weights_only checkpoints)
+        self._embedding: list[nn.Embedding] = []
+        self._tokenizer: BertTokenizer | None = None
+
+    @property
+    def sentence_name(self) -> str | None:
+        task = self.hparams.sentence_task
+        return None if task == "none" else task
+
+    # ----- layers -----
+
+    def build(self, config: BertConfig) -> None:
+        self.predictions = MaskedLMPredictions(config)
+        if self.sentence_name:
+            self.seq_relationship = nn.Linear(config.hidden_size, 2)
+        std = config.initializer_range
+        for module in self.modules():  # BertPreTrainedModel._init_weights
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=std)
+                nn.init.zeros_(module.bias)
+        names = ["mlm_accuracy", "mlm_loss"] + ([f"{self.sentence_name}_accuracy"] if self.sentence_name else [])
+        self.metrics = nn.ModuleDict(
+            {stage: nn.ModuleDict({name: MeanMetric() for name in names}) for stage in ("val", "test")}
+        )
+
+    def attach(self, encoder: nn.Module) -> None:
+        self._embedding = [encoder.embeddings.word_embeddings]  # a list: not a submodule (no second copy)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """``BertForPreTraining``'s ``cls.*`` tensors (the decoder weight is the tied embedding)."""
+        return {
+            f"cls.{k}": v for k, v in self.state_dict().items() if k.startswith(("predictions.", "seq_relationship."))
+        }
+
+    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        hidden = encoded.last_hidden_state  # (B, T, H)
+        labels = batch.get("labels")
+        chosen = labels != -100 if labels is not None else batch["input_ids"] == self._mask_id()  # (B, T)
+        logits = self.predictions(hidden[chosen], self._embedding[0].weight)  # (M, V)
+        out = {"mlm_logits": logits, "mlm_chosen": chosen}
+        if self.sentence_name:
+            out["sentence_logits"] = self.seq_relationship(encoded.pooler_output)  # (B, 2)
+        if labels is None:
+            return out
+        token_losses = F.cross_entropy(logits.float(), labels[chosen], reduction="none")  # (M,)
+        out["mlm_token_losses"] = token_losses
+        out["mlm_loss"] = token_losses.mean()
+        out["loss"] = out["mlm_loss"]
+        if self.sentence_name:
+            out[f"{self.sentence_name}_loss"] = F.cross_entropy(
+                out["sentence_logits"].float(), batch["next_sentence_label"]
+            )
+            out["loss"] = out["loss"] + out[f"{self.sentence_name}_loss"]
+        return out
+
+    def _mask_id(self) -> int:
+        if self._tokenizer is None:
+            raise RuntimeError("PreTrainingHead: featurize has not run (no tokenizer to find [MASK])")
+        return self._tokenizer.mask_token_id
+
+    # ----- metrics -----
+
+    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
+        metrics = self.metrics[stage]
+        target = batch["labels"][outputs["mlm_chosen"]]
+        metrics["mlm_accuracy"].update((outputs["mlm_logits"].argmax(-1) == target).float())
+        metrics["mlm_loss"].update(outputs["mlm_token_losses"])
+        if self.sentence_name:
+            right = outputs["sentence_logits"].argmax(-1) == batch["next_sentence_label"]
+            metrics[f"{self.sentence_name}_accuracy"].update(right.float())
+
+    def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
+        """``mlm_accuracy`` (of predicted tokens), ``mlm_loss`` (nats per predicted token),
+        ``mlm_perplexity`` = exp(mlm_loss), and ``nsp_accuracy`` or ``sop_accuracy``."""
+        values = {}
+        for name, metric in self.metrics[stage].items():
+            values[name] = metric.compute()
+            metric.reset()
+        values["mlm_perplexity"] = torch.exp(values["mlm_loss"])
+        return values
+
+    # ----- data -----
+
+    def read(self, path: Path, labelled: bool = True) -> list[Any]:
+        """A corpus (file or folder) or a ``bertkit prepare`` directory, as one source."""
+        return [Corpus(Path(path))]
+
+    def read_text(self, path: Path) -> list[MaskedText]:
+        """Texts to fill in, one per line, each with at least one ``[MASK]``.
+
+        Raises:
+            ValueError: a line without ``[MASK]`` (names the file and line).
+        """
+        examples = []
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            if "[MASK]" not in line:
+                raise ValueError(f"{path}:{number}: no [MASK] to predict in {line[:60]!r}")
+            examples.append(MaskedText(line, f"{path}:{number}"))
+        return examples
+
+    def featurize(self, examples: list[Any], tokenizer: BertTokenizer, max_length: int) -> Any:
+        self._tokenizer = tokenizer
+        if examples and isinstance(examples[0], MaskedText):
+            encoded = tokenizer.encode_batch([e.text for e in examples], max_length=max_length)
+            return [
+                {"input_ids": e.input_ids, "token_type_ids": e.token_type_ids, "example_index": i}
+                for i, e in enumerate(encoded)
+            ]
+        (source,) = examples
+        shards = Shards(self._prepared(source.path, tokenizer, max_length))
+        return PreTrainingInstances(shards, tokenizer, self.masking, self.hparams.dynamic_masking)
+
+    def _settings(self, max_length: int) -> dict[str, Any]:
+        hp = self.hparams
+        return dict(
+            max_seq_length=max_length,
+            sentence_task=hp.sentence_task,
+            short_seq_prob=hp.short_seq_prob,
+            dupe_factor=hp.dupe_factor,
+            seed=hp.prepare_seed,
+        )
+
+    def _prepared(self, path: Path, tokenizer: BertTokenizer, max_length: int) -> Path:
+        """A prepared directory for ``path``: itself if it has a manifest, else a cached one.
+
+        Raises:
+            ValueError: prepared shards that do not fit this head or tokenizer (names the field).
+        """
+        if not (path / MANIFEST).is_file():
+            static = self.masking if not self.hparams.dynamic_masking else None
+            key = _corpus_key(path, vocab_fingerprint(tokenizer), self._settings(max_length), static)
+            target = cache_dir() / "pretraining" / key
+            if not (target / "train" / MANIFEST).is_file():
+                log.warning("preparing %s into %s (once; later runs reuse it)", path, target)
+                prepare(
+                    [path],
+                    target,
+                    tokenizer,
+                    static_masking=static,
+                    documents_per_shard=self.hparams.documents_per_shard,
+                    workers=self.hparams.prepare_workers,
+                    overwrite=True,
+                    **self._settings(max_length),
+                )
+            path = target / "train"
+        manifest = read_manifest(path)
+        expected = {"vocab_sha256": vocab_fingerprint(tokenizer), "sentence_task": self.hparams.sentence_task}
+        for field, value in expected.items():
+            if manifest.get(field) != value:
+                raise ValueError(
+                    f"{path / MANIFEST}: {field} is {manifest.get(field)!r}, but this model needs {value!r} "
+                    "(prepare the corpus with the model's tokenizer and sentence task)"
+                )
+        if manifest["max_seq_length"] > max_length:
+            raise ValueError(
+                f"{path / MANIFEST}: max_seq_length {manifest['max_seq_length']} > data.max_length {max_length}"
+            )
+        if not self.hparams.dynamic_masking and not manifest["static_masking"]:
+            raise ValueError(
+                f"{path / MANIFEST}: no static masks; prepare with static_masking or set dynamic_masking: true"
+            )
+        return path
+
+    def sample_files(self) -> dict[str, Path]:
+        """The Python documentation topics from the standard library (every machine has them)."""
+        paths = python_docs_corpus(cache_dir() / "python-docs-corpus")
+        return {**paths, "test": paths["validation"]}
+
+    # ----- predictions -----
+
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        probabilities = outputs["mlm_logits"].float().softmax(-1)  # (M, V)
+        top = probabilities.topk(min(self.hparams.top_k, probabilities.shape[-1]), dim=-1)
+        rows, positions = outputs["mlm_chosen"].nonzero(as_tuple=True)
+        to_token = self._tokenizer.backend.id_to_token
+        records = [{"example_index": int(i), "masks": []} for i in batch["example_index"].tolist()]
+        for m, (row, position) in enumerate(zip(rows.tolist(), positions.tolist())):
+            candidates = [
+                {"token": to_token(t), "probability": round(p, 6)}
+                for t, p in zip(top.indices[m].tolist(), top.values[m].tolist())
+            ]
+            records[row]["masks"].append({"position": position, "candidates": candidates})
+        return records
+
+    def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per text: each ``[MASK]``'s token position and top-k candidates, and the text with
+        every ``[MASK]`` replaced by its best candidate (``##`` continuation marks dropped)."""
+        by_example = {p["example_index"]: p["masks"] for p in predictions}
+        records = []
+        for i, example in enumerate(examples):
+            masks = by_example.get(i, [])
+            filled = example.text
+            for mask in masks:
+                filled = filled.replace("[MASK]", mask["candidates"][0]["token"].removeprefix("##"), 1)
+            records.append({"source": example.source, "text": example.text, "filled": filled, "masks": masks})
+        return records
+
+
+def _corpus_key(path: Path, vocab: str, settings: dict[str, Any], static: MaskingStrategy | None) -> str:
+    """Cache key: the corpus files' paths, sizes and modification times, vocabulary and settings."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    stats = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    blob = json.dumps([stats, vocab, settings, static.spec() if static else None], sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:20]
