@@ -7,10 +7,11 @@ google-research/bert README) for tiny/mini/small/medium and Devlin et al. 2019 Â
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bertkit.io import read_json
 
 # name -> (num_hidden_layers, hidden_size); heads = hidden/64, intermediate = 4 * hidden.
 PRESETS: dict[str, tuple[int, int]] = {
@@ -96,12 +97,7 @@ class BertConfig:
                 ``absolute``.
         """
         path = Path(directory) / "config.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no config.json in the model directory")
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not valid JSON ({err})") from err
+        raw = read_json(path, "no config.json in the model directory")
         kind = raw.get("position_embedding_type", "absolute")
         if kind != "absolute":
             raise ValueError(f"{path}: position_embedding_type {kind!r} is not supported (absolute only)")

@@ -37,3 +37,19 @@ def write_jsonl(target: str | Path, records: Iterable[dict[str, Any]]) -> int:
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
             count += 1
     return count
+
+
+def read_json(path: str | Path, missing: str) -> Any:
+    """The JSON value in ``path``.
+
+    Raises:
+        FileNotFoundError: no such file; the message is ``path: missing``.
+        ValueError: not valid JSON (names the file and the position).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: {missing}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from err

@@ -28,7 +28,7 @@ import numpy as np
 from bertkit_plugins.pretraining.instances import Instance
 from bertkit_plugins.pretraining.masking import Masked
 
-from bertkit.io import atomic_path
+from bertkit.io import atomic_path, read_json
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -75,12 +75,7 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         ValueError: not valid JSON, or another format version.
     """
     path = Path(directory) / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no manifest; run `bertkit prepare` on the corpus first")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from err
+    manifest = read_json(path, "no manifest; run `bertkit prepare` on the corpus first")
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path}: shard format {manifest.get('format')!r}, this bertkit reads {FORMAT}")
     return manifest
