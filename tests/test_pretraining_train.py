@@ -102,6 +102,8 @@ def test_continued_pretraining_ties_the_decoder_to_minilm_embeddings() -> None:
     )
     out["mlm_loss"].backward()
     assert embedding.grad is not None and embedding.grad[4937].abs().sum() > 0  # the tied decoder learns too
+    nothing = model({**batch, "labels": torch.full_like(batch["labels"], -100)})  # no position to predict
+    assert nothing["mlm_loss"].item() == 0.0 and torch.isfinite(nothing["loss"])
 
 
 def test_dynamic_masks_change_in_training_and_stay_fixed_in_evaluation(tmp_path: Path, minilm_dir: Path) -> None:

@@ -232,7 +232,8 @@ class PreTrainingHead(Head):
             return out
         token_losses = F.cross_entropy(logits.float(), labels[chosen], reduction="none")  # (M,)
         out["mlm_token_losses"] = token_losses
-        out["mlm_loss"] = token_losses.mean()
+        # a batch with nothing to predict (whole words too long for a tiny budget) adds zero, not NaN
+        out["mlm_loss"] = token_losses.mean() if token_losses.numel() else logits.sum() * 0.0
         out["loss"] = out["mlm_loss"]
         if self.sentence_name:
             out[f"{self.sentence_name}_loss"] = F.cross_entropy(
