@@ -1,0 +1,102 @@
+"""Figures and a summary for ``benchmarks/pretrain_transfer.sh``.
+
+    python benchmarks/plot_pretraining.py curve LOG_DIR OUT.png        # held-out MLM/NSP accuracy over steps
+    python benchmarks/plot_pretraining.py summary RUN_DIR OUT.json     # curve + NER transfer, as JSON
+
+LOG_DIR is a CSVLogger ``name`` folder (all its ``version_*`` are read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from common import machine  # noqa: E402
+
+
+def metrics(log_dir: Path) -> list[dict[str, str]]:
+    """Rows of every ``version_*/metrics.csv`` under a CSVLogger folder, oldest version first
+    (``fit`` and a later ``test`` log to separate versions)."""
+    versions = sorted(log_dir.glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
+    if not versions:
+        raise FileNotFoundError(f"{log_dir}: no version_* folder with metrics.csv")
+    rows = []
+    for version in versions:
+        with (version / "metrics.csv").open(encoding="utf-8") as f:
+            rows += list(csv.DictReader(f))
+    return rows
+
+
+def curve(log_dir: Path) -> list[dict[str, float]]:
+    """Held-out points: step, mlm_accuracy, mlm_perplexity, nsp_accuracy (where logged)."""
+    points = []
+    for row in metrics(log_dir):
+        if row.get("val/mlm_accuracy"):
+            point = {"step": int(row["step"]) + 1}
+            for key in ("mlm_accuracy", "mlm_perplexity", "nsp_accuracy", "sop_accuracy"):
+                if row.get(f"val/{key}"):
+                    point[key] = float(row[f"val/{key}"])
+            points.append(point)
+    return points
+
+
+def plot(points: list[dict[str, float]], out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    steps = [p["step"] for p in points]
+    for key, label in (
+        ("mlm_accuracy", "MLM accuracy"),
+        ("nsp_accuracy", "NSP accuracy"),
+        ("sop_accuracy", "SOP accuracy"),
+    ):
+        if all(key in p for p in points):
+            ax.plot(steps, [p[key] for p in points], marker="o", label=label)
+    ax.set_xlabel("optimizer step (batch 32 x 128 tokens)")
+    ax.set_ylabel("held-out accuracy")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("mini BERT from scratch, MLM + NSP: held-out documents", fontsize=10)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+
+
+def ner_scores(run: Path) -> dict[str, float]:
+    rows = metrics(run / "logs")
+    val = [float(r["val/f1"]) for r in rows if r.get("val/f1")]
+    test = [float(r["test/f1"]) for r in rows if r.get("test/f1")]
+    return {"dev_f1_per_epoch": val, "test_f1_best_dev": test[-1] if test else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["curve", "summary"])
+    parser.add_argument("source", type=Path)
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args()
+    if args.what == "curve":
+        plot(curve(args.source), args.out)
+        return
+    manifest = json.loads((args.source / "shards" / "train" / "manifest.json").read_text())
+    held = json.loads((args.source / "shards" / "validation" / "manifest.json").read_text())
+    summary = {
+        "machine": machine(),
+        "corpus": {
+            k: manifest[k] for k in ("inputs", "documents", "instances", "tokens", "dupe_factor", "max_seq_length")
+        },
+        "held_out": {k: held[k] for k in ("documents", "instances", "tokens")},
+        "pretraining_curve": curve(args.source / "logs"),
+        "ner_conll2003": {init: ner_scores(args.source / f"ner-{init}") for init in ("pretrained", "random")},
+    }
+    args.out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(summary["ner_conll2003"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
