@@ -63,7 +63,11 @@ def test_masking_proportions_over_many_draws(strategy) -> None:
 def test_no_special_token_masked_or_drawn_and_cap_holds(seed: int, length: int, prob: float) -> None:
     rng = random.Random(seed)
     ids, starts, maskable = sequence(rng, length)
-    for strategy in (TokenMasking(prob, 7), WholeWordMasking(prob, 7), NgramMasking(3, prob, 7)):
+    for strategy in (
+        TokenMasking(prob, 7),
+        WholeWordMasking(prob, 7),
+        NgramMasking(3, masked_lm_prob=prob, max_predictions_per_seq=7),
+    ):
         m = mask(strategy, ids, starts, maskable, rng)
         budget = min(7, max(1, round(length * prob)))
         assert len(m.positions) <= budget  # whole words that would overflow the budget are skipped
@@ -96,7 +100,7 @@ def _words_of(starts: list[bool], maskable: list[bool]) -> list[set[int]]:
 def test_whole_word_and_ngram_masking_never_split_a_word(seed: int, length: int) -> None:
     rng = random.Random(seed)
     ids, starts, maskable = sequence(rng, length, word_prob=0.3)  # long words
-    for strategy in (WholeWordMasking(0.3, 40), NgramMasking(3, 0.3, 40)):
+    for strategy in (WholeWordMasking(0.3, 40), NgramMasking(3, masked_lm_prob=0.3, max_predictions_per_seq=40)):
         covered = set(mask(strategy, ids, starts, maskable, rng).positions)
         for word in _words_of(starts, maskable):
             assert word <= covered or word.isdisjoint(covered)

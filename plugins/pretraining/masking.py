@@ -161,18 +161,11 @@ class NgramMasking(MaskingStrategy):
 
     Args:
         max_ngram: the longest span in words (3 in ALBERT).
-        others: see ``MaskingStrategy``.
+        kwargs: ``MaskingStrategy``'s arguments.
     """
 
-    def __init__(
-        self,
-        max_ngram: int = 3,
-        masked_lm_prob: float = 0.15,
-        max_predictions_per_seq: int = 20,
-        mask_token_prob: float = 0.8,
-        random_token_prob: float = 0.1,
-    ) -> None:
-        super().__init__(masked_lm_prob, max_predictions_per_seq, mask_token_prob, random_token_prob)
+    def __init__(self, max_ngram: int = 3, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         if max_ngram < 1:
             raise ValueError(f"masking.max_ngram={max_ngram}: expected at least 1")
         self.max_ngram = max_ngram
