@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from bertkit_plugins.pretraining.corpus import python_docs_corpus
 from bertkit_plugins.pretraining.instances import SENTENCE_TASKS
-from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking
+from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking, maskable
 from bertkit_plugins.pretraining.prepare import prepare, vocab_fingerprint
 from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
 from torch import nn
@@ -117,11 +117,10 @@ class PreTrainingInstances:
         a = item["segment_a_length"]
         labels = [-100] * len(ids)
         if self.dynamic:
-            maskable = [t != self.cls_id and t != self.sep_id for t in ids]
             masked = self.masking.mask(
                 ids,
                 item["word_starts"].tolist(),
-                maskable,
+                maskable(ids, self.cls_id, self.sep_id),
                 self._generator(index),
                 self.mask_id,
                 self.vocab_size,

@@ -40,6 +40,11 @@ class Masked:
     labels: list[int]
 
 
+def maskable(input_ids: list[int], cls_token_id: int, sep_token_id: int) -> list[bool]:
+    """Which tokens may be chosen: all but ``[CLS]`` and ``[SEP]`` (instances carry no padding)."""
+    return [t != cls_token_id and t != sep_token_id for t in input_ids]
+
+
 def words(word_starts: list[bool], maskable: list[bool]) -> list[list[list[int]]]:
     """Maskable positions grouped into words, words grouped into runs (segments) that any
     non-maskable token (``[CLS]``, ``[SEP]``, padding) ends: runs -> words -> positions."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from bertkit_plugins.pretraining.corpus import read_documents
 from bertkit_plugins.pretraining.instances import SENTENCE_TASKS, Document, create_instances
-from bertkit_plugins.pretraining.masking import MaskingStrategy
+from bertkit_plugins.pretraining.masking import MaskingStrategy, maskable
 from bertkit_plugins.pretraining.shards import MANIFEST, write_manifest, write_shard
 
 from bertkit.pretrained import load_tokenizer
@@ -72,6 +72,7 @@ def build_shard(split: str, index: int, documents: list[list[str]], directory: P
     tokenizer, s, masking = _worker["tokenizer"], _worker["settings"], _worker["masking"]
     docs = tokenize_documents(tokenizer, documents)
     instances, masks = [], [] if masking is not None else None
+    specials = tokenizer.special_ids
     for dupe in range(s["dupe_factor"]):
         rng = random.Random(f"{s['seed']}/{split}/{index}/{dupe}")
         made = []
@@ -89,14 +90,13 @@ def build_shard(split: str, index: int, documents: list[list[str]], directory: P
         rng.shuffle(made)
         instances += made
         if masks is not None:
-            specials = tokenizer.special_ids
             for x in made:
-                maskable = [t not in (tokenizer.cls_token_id, tokenizer.sep_token_id) for t in x.input_ids]
+                chosen_from = maskable(x.input_ids, tokenizer.cls_token_id, tokenizer.sep_token_id)
                 masks.append(
                     masking.mask(
                         x.input_ids,
                         x.word_starts,
-                        maskable,
+                        chosen_from,
                         rng,
                         tokenizer.mask_token_id,
                         tokenizer.vocab_size,
@@ -249,7 +249,6 @@ class _Pool:
         return self
 
     def submit(self, split: str, index: int, documents: list[list[str]], directory: Path, into: list) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
         if self.executor is None:
             into.append(build_shard(split, index, documents, directory))
             return
