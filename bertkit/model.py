@@ -2,13 +2,20 @@
 
 Module and parameter names mirror Hugging Face ``BertModel`` exactly, so its state dict keys
 (``embeddings.word_embeddings.weight``, ``encoder.layer.0.attention.self.query.weight`` …) load
-and export without renaming. Attention runs through ``F.scaled_dot_product_attention`` with a
-boolean key-padding mask. Shapes: B batch, T tokens, H hidden_size, A heads, D = H / A.
+and export without renaming. Two equivalent paths, the same parameters:
+
+- **unpadded** (default): padding is dropped once after the input ids are read; every block
+  runs on the N real tokens as one (N, H) tensor and attention is told the sequence boundaries
+  (``bertkit.unpad``: FlashAttention varlen on CUDA, an exact padded fallback elsewhere);
+- **padded**: every block runs on (B, T, H) and ``F.scaled_dot_product_attention`` masks the
+  padding keys.
+
+Shapes: B batch, T tokens per row, N real tokens in the batch, H hidden_size, A heads, D = H / A.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -17,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.unpad import Unpadded, packed_attention
 
 # Activation modules by config name; a fresh instance per use (a shared one would carry one
 # model's train/eval mode into every other model).
@@ -27,19 +35,50 @@ ACTIVATIONS = {
 }
 
 
-@dataclass
 class EncoderOutput:
-    """What ``BertEncoder.forward`` returns.
+    """What ``BertEncoder.forward`` returns, the same whichever path ran.
 
     Attributes:
-        last_hidden_state: (B, T, H) output of the last block.
+        last_hidden_state: (B, T, H) output of the last block, zeros at padding (built from the
+            packed states on first use after an unpadded run); (B, 1, H) with ``cls_only``.
         pooler_output: (B, H) tanh(W h_[CLS] + b), or None without a pooler.
         hidden_states: L + 1 tensors (B, T, H): embeddings, then each block; None unless asked.
+        layout: the packing of an unpadded run (None after a padded one).
+
+    Heads that read tokens should use ``map_tokens`` and ``select``: on an unpadded run they
+    touch only the real tokens and never build the padded tensor.
     """
 
-    last_hidden_state: torch.Tensor
-    pooler_output: torch.Tensor | None = None
-    hidden_states: tuple[torch.Tensor, ...] | None = None
+    def __init__(
+        self,
+        last_hidden_state: torch.Tensor | None,
+        pooler_output: torch.Tensor | None = None,
+        hidden_states: tuple[torch.Tensor, ...] | None = None,
+        layout: Unpadded | None = None,
+        packed: torch.Tensor | None = None,
+    ) -> None:
+        self._last, self.pooler_output, self.hidden_states = last_hidden_state, pooler_output, hidden_states
+        self.layout, self.packed = layout, packed  # packed: (N, H) last block of an unpadded run
+
+    @property
+    def last_hidden_state(self) -> torch.Tensor:
+        if self._last is None:
+            self._last = self.layout.pad(self.packed)
+        return self._last
+
+    def map_tokens(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """``fn`` applied to every token's last hidden state: (B, T, *) for ``fn``: (…, H) -> (…, *),
+        computed on the real tokens only after an unpadded run (zeros at padding)."""
+        if self.packed is None:
+            return fn(self.last_hidden_state)
+        return self.layout.pad(fn(self.packed))
+
+    def select(self, mask: torch.Tensor) -> torch.Tensor:
+        """(M, H) last hidden states where a (B, T) mask is True, in row-major order (the rows of
+        ``last_hidden_state[mask]``); the mask must be True at real tokens only."""
+        if self.packed is None:
+            return self.last_hidden_state[mask]
+        return self.packed[self.layout.rows(mask)]
 
 
 class BertEmbeddings(nn.Module):
@@ -53,19 +92,29 @@ class BertEmbeddings(nn.Module):
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        T = input_ids.shape[1]
-        positions = torch.arange(T, device=input_ids.device)  # (T,)
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor
+    ) -> torch.Tensor:
+        """Ids of any shape S ((B, T) padded, (N,) packed) -> (*S, H)."""
         x = (
-            self.word_embeddings(input_ids)  # (B, T, H)
-            + self.token_type_embeddings(token_type_ids)  # (B, T, H)
-            + self.position_embeddings(positions)  # (T, H), broadcast over B
+            self.word_embeddings(input_ids)
+            + self.token_type_embeddings(token_type_ids)
+            + self.position_embeddings(position_ids)
         )
         return self.dropout(self.LayerNorm(x))
 
 
+def first_tokens(x: torch.Tensor, layout: Unpadded | None) -> torch.Tensor:
+    """Each sequence's first token (``[CLS]``): (B, T, H) -> (B, 1, H); packed (N, H) -> (B, H)."""
+    return x[:, :1] if layout is None else x[layout.first_rows]
+
+
 class BertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention; padding keys are masked out."""
+    """Multi-head scaled dot-product attention over the real tokens of each sequence.
+
+    The query, key and value projections run as one matrix product (their weights concatenated;
+    the parameters stay three ``nn.Linear`` with Hugging Face's names).
+    """
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -75,20 +124,30 @@ class BertSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, n_queries: int | None = None) -> torch.Tensor:
-        """(B, T, H) -> (B, T, H); with ``n_queries``, outputs for the first ``n_queries`` positions
-        only (B, n_queries, H), their keys and values still from all T tokens."""
-        B, T, H = x.shape
-        xq = x if n_queries is None else x[:, :n_queries]
+    def _project(self, x: torch.Tensor, xq: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """q, k, v from one fused product; with separate queries ``xq``, k and v fused."""
+        parts = (self.query, self.key, self.value) if xq is None else (self.key, self.value)
+        fused = F.linear(x, torch.cat([m.weight for m in parts]), torch.cat([m.bias for m in parts]))
+        out = fused.chunk(len(parts), dim=-1)
+        return out if xq is None else (self.query(xq), *out)
 
-        def heads(t: torch.Tensor) -> torch.Tensor:  # (B, T', H) -> (B, A, T', D)
-            return t.view(B, t.shape[1], self.num_heads, H // self.num_heads).transpose(1, 2)
-
-        q, k, v = heads(self.query(xq)), heads(self.key(x)), heads(self.value(x))
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=key_mask, dropout_p=self.dropout_p if self.training else 0.0
-        )  # (B, A, T', D)
-        return y.transpose(1, 2).reshape(B, xq.shape[1], H)
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None, cls_only: bool = False, layout: Unpadded | None = None
+    ) -> torch.Tensor:
+        """Padded (B, T, H) -> (B, T, H), or packed (N, H) -> (N, H) with ``layout``; with
+        ``cls_only`` outputs for each sequence's first token only ((B, 1, H), packed (B, H)), its
+        keys and values still from every token."""
+        H = x.shape[-1]
+        A, D = self.num_heads, H // self.num_heads
+        q, k, v = self._project(x, first_tokens(x, layout) if cls_only else None)
+        dropout_p = self.dropout_p if self.training else 0.0
+        if layout is not None:  # packed: (N, H) -> (N, A, D)
+            q, k, v = (t.reshape(t.shape[0], A, D) for t in (q, k, v))
+            return packed_attention(q, k, v, layout, key_mask, dropout_p, cls_only).reshape(q.shape[0], H)
+        B = x.shape[0]
+        q, k, v = (t.reshape(B, t.shape[1], A, D).transpose(1, 2) for t in (q, k, v))  # (B, A, T', D)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)  # (B, A, T', D)
+        return y.transpose(1, 2).reshape(B, q.shape[2], H)
 
 
 class BertSelfOutput(nn.Module):
@@ -110,9 +169,11 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config)
         self.output = BertSelfOutput(config)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, n_queries: int | None = None) -> torch.Tensor:
-        residual = x if n_queries is None else x[:, :n_queries]
-        return self.output(self.self(x, key_mask, n_queries), residual)
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None, cls_only: bool = False, layout: Unpadded | None = None
+    ) -> torch.Tensor:
+        residual = first_tokens(x, layout) if cls_only else x
+        return self.output(self.self(x, key_mask, cls_only, layout), residual)
 
 
 class BertIntermediate(nn.Module):
@@ -144,8 +205,10 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, n_queries: int | None = None) -> torch.Tensor:
-        x = self.attention(x, key_mask, n_queries)  # (B, T, H), or (B, n_queries, H)
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor | None, cls_only: bool = False, layout: Unpadded | None = None
+    ) -> torch.Tensor:
+        x = self.attention(x, key_mask, cls_only, layout)  # (B, T, H) or packed (N, H); fewer rows with cls_only
         return self.output(self.intermediate(x), x)
 
 
@@ -162,8 +225,8 @@ class BertPooler(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(hidden[:, 0]))  # (B, H)
+    def forward(self, cls: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(cls))  # (B, H) -> (B, H)
 
 
 class BertEncoder(nn.Module):
@@ -202,6 +265,7 @@ class BertEncoder(nn.Module):
         token_type_ids: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         cls_only: bool = False,
+        unpad: bool = True,
     ) -> EncoderOutput:
         """Encode a batch.
 
@@ -214,12 +278,15 @@ class BertEncoder(nn.Module):
                 reads every token): ``last_hidden_state`` is then (B, 1, H), the pooler output is
                 unchanged, and the last block costs a fraction of a full one. For heads that
                 read ``[CLS]`` alone (MosaicML BERT's ``subset_idx``).
+            unpad: run the blocks on the real tokens only (see the module docstring); False runs
+                them on the padded (B, T, H) batch. Both give the same outputs (tested to 1e-5).
 
         Returns:
             ``EncoderOutput`` with (B, T, H) hidden states ((B, 1, H) last with ``cls_only``).
 
         Raises:
-            ValueError: T exceeds ``max_position_embeddings``.
+            ValueError: T exceeds ``max_position_embeddings``; a row of ``attention_mask`` has no
+                real token (unpadded path).
         """
         B, T = input_ids.shape
         if T > self.config.max_position_embeddings:
@@ -228,18 +295,31 @@ class BertEncoder(nn.Module):
             )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        key_mask = None
+        positions = torch.arange(T, device=input_ids.device).expand(B, T)  # (B, T)
+        layout = key_mask = None
+        if unpad:
+            layout = (
+                Unpadded.from_mask(attention_mask)
+                if attention_mask is not None
+                else Unpadded.full(B, T, input_ids.device)
+            )
+            input_ids, token_type_ids, positions = (layout.unpad(t) for t in (input_ids, token_type_ids, positions))
         if attention_mask is not None:
             key_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = attend
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
-        states = [x] if output_hidden_states else None
+        x = self.embeddings(input_ids, token_type_ids, positions)  # (B, T, H), packed (N, H)
+        states = [x if layout is None else layout.pad(x)] if output_hidden_states else None
         last = len(self.encoder.layer) - 1
         for i, block in enumerate(self.encoder.layer):
-            x = block(x, key_mask, 1 if cls_only and i == last else None)
+            x = block(x, key_mask, cls_only and i == last, layout)
+            if cls_only and i == last and layout is not None:
+                layout, x = None, x.unsqueeze(1)  # (B, H) -> (B, 1, H): only [CLS] is left
             if states is not None:
-                states.append(x)
-        pooled = self.pooler(x) if self.pooler is not None else None
-        return EncoderOutput(x, pooled, tuple(states) if states is not None else None)
+                states.append(x if layout is None else layout.pad(x))
+        pooled = self.pooler(first_tokens(x, layout).reshape(B, -1)) if self.pooler is not None else None  # (B, H)
+        hidden_states = tuple(states) if states is not None else None
+        if layout is None:
+            return EncoderOutput(x, pooled, hidden_states)
+        return EncoderOutput(None, pooled, hidden_states, layout, packed=x)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, add_pooling_layer: bool = True) -> BertEncoder:

@@ -2,7 +2,8 @@
 
 Optimisation follows BERT (Devlin et al. 2019, §A.2; google-research/bert optimization.py):
 AdamW with weight decay 0.01 on all weights but biases and LayerNorm, linear warm-up then linear
-decay to zero over the run; gradient clipping (1.0) is the trainer's ``gradient_clip_val``.
+decay to zero over the run; gradient clipping (1.0) is the trainer's ``gradient_clip_val``, applied
+by ``configure_gradient_clipping`` so that it also works with the fused AdamW under mixed precision.
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ class BertModule(pl.LightningModule):
         warmup_ratio: fraction of all optimizer steps spent warming up linearly from 0.
         adam_epsilon: AdamW epsilon.
         adam_betas: AdamW (beta1, beta2).
+        unpad: run the encoder on the real tokens only (``BertEncoder(unpad=True)``; same results,
+            no work spent on padding); False runs it on the padded batch.
+        attention_dropout: override the encoder config's ``attention_probs_dropout_prob`` (BERT:
+            0.1). 0 lets training on a CUDA GPU in bf16/fp16 use FlashAttention over the packed
+            tokens (``torch.nn.attention.varlen``, which has no dropout; MosaicBERT and ModernBERT
+            train without attention dropout); with dropout, training attention runs padded.
+        compile: compile each encoder block with ``torch.compile(dynamic=True)`` (fuses the
+            element-wise work around the matrix products; the first steps of each new shape are
+            slow while it compiles). State-dict keys are unchanged.
     """
 
     def __init__(
@@ -60,6 +70,9 @@ class BertModule(pl.LightningModule):
         warmup_ratio: float = 0.1,
         adam_epsilon: float = 1e-8,
         adam_betas: tuple[float, float] = (0.9, 0.999),
+        unpad: bool = True,
+        attention_dropout: float | None = None,
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(head, dict):  # rebuilt from a checkpoint's hyper-parameters
@@ -68,7 +81,16 @@ class BertModule(pl.LightningModule):
         self.hparams["head"] = head.spec()  # plain values only: checkpoints load with weights_only=True
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
+        if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
+            raise ValueError(f"model.attention_dropout={attention_dropout}: expected 0 <= attention_dropout < 1")
         self.encoder, self.tokenizer = self._build_encoder(pretrained, preset, vocab_file, lowercase)
+        if attention_dropout is not None:
+            self.encoder.config.attention_probs_dropout_prob = attention_dropout
+            for block in self.encoder.encoder.layer:
+                block.attention.self.dropout_p = attention_dropout
+        if compile:
+            for block in self.encoder.encoder.layer:
+                block.compile(dynamic=True)
         self.head = head
         self._head_built = False
         if head.ready:
@@ -127,7 +149,7 @@ class BertModule(pl.LightningModule):
                 "from the training file. Fit first, pass a checkpoint (--ckpt_path), or set them in the recipe."
             )
         inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
-        encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only)
+        encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only, unpad=self.hparams.unpad)
         return self.head(encoded, batch)
 
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
@@ -182,6 +204,32 @@ class BertModule(pl.LightningModule):
         architecture = self.head.hf_architecture if head_state else "BertModel"
         save_encoder(self.encoder, directory, head_state, architecture)
         self.tokenizer.save(directory)
+
+    @override
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip gradients (the trainer's ``gradient_clip_val``/``_algorithm``), also for a fused AdamW
+        under mixed precision, which Lightning refuses to clip.
+
+        bf16-mixed has no loss scaling: the gradients are true gradients and are clipped as they
+        are. 16-mixed scales the loss; a fused AdamW would unscale inside its step, after
+        clipping, so the gradients are unscaled here first with ``GradScaler.unscale_`` (its
+        ``step`` then passes no scale to the fused kernel and still skips steps with inf/NaN).
+        """
+        if not gradient_clip_val:
+            return
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        if scaler is not None and getattr(optimizer, "_step_supports_amp_scaling", False):
+            scaler.unscale_(optimizer)  # optimizers without internal unscaling: Lightning did it already
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if gradient_clip_algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, gradient_clip_val, foreach=True)
+        else:
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val, foreach=True)
 
     @override
     def configure_optimizers(self) -> dict[str, Any]:

@@ -33,29 +33,90 @@ def pair(minilm_dir):
     return hf, ours, tok
 
 
-def _max_diff(pair, batch) -> float:
+def _max_diff(pair, batch, unpad: bool = True) -> float:
     hf, ours, _ = pair
     with torch.no_grad():
         a = hf(**batch).last_hidden_state
-        b = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).last_hidden_state
+        b = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], unpad=unpad).last_hidden_state
     mask = batch["attention_mask"].bool()
     return (a - b)[mask].abs().max().item()
 
 
-def test_parity_padded_batch_of_real_sentences(pair):
+@pytest.mark.parametrize("unpad", [True, False])
+def test_parity_padded_batch_of_real_sentences(pair, unpad):
     sentences = _conll_sentences(64)
     batch = pair[2](sentences, padding=True, return_tensors="pt")
     assert batch["attention_mask"].float().mean() < 0.9  # the batch really is padded
-    assert _max_diff(pair, batch) <= 1e-4
+    assert _max_diff(pair, batch, unpad) <= 1e-4
 
 
-def test_parity_sentence_pairs_and_single(pair):
+@pytest.mark.parametrize("unpad", [True, False])
+def test_parity_sentence_pairs_and_single(pair, unpad):
     tok = pair[2]
     batch = tok([a for a, _ in PAIRS], [b for _, b in PAIRS], padding=True, return_tensors="pt")
     assert batch["token_type_ids"].max() == 1
-    assert _max_diff(pair, batch) <= 1e-4
+    assert _max_diff(pair, batch, unpad) <= 1e-4
     single = tok(["EU rejects German call to boycott British lamb ."], return_tensors="pt")
-    assert _max_diff(pair, single) <= 1e-4
+    assert _max_diff(pair, single, unpad) <= 1e-4
+
+
+def _both_paths(ours, batch, **kwargs):
+    args = (batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    return ours(*args, unpad=True, **kwargs), ours(*args, unpad=False, **kwargs)
+
+
+def test_unpadded_equals_padded_outputs_and_gradients(pair):
+    """Same parameters, same results: hidden states, pooler, cls_only, and the gradients of a
+    loss on the real tokens (fp32, CPU; the unpadded path never computes on padding)."""
+    _, ours, tok = pair
+    batch = tok([a for a, _ in PAIRS] + ["Short ."], [b for _, b in PAIRS] + ["x"], padding=True, return_tensors="pt")
+    mask = batch["attention_mask"].bool()
+    assert not mask.all()
+    with torch.no_grad():
+        packed, padded = _both_paths(ours, batch, output_hidden_states=True)
+        assert packed.layout is not None and packed.packed.shape == (int(mask.sum()), ours.config.hidden_size)
+        assert (packed.pooler_output - padded.pooler_output).abs().max() <= 1e-5
+        for x, y in zip(packed.hidden_states, padded.hidden_states):
+            assert (x - y)[mask].abs().max() <= 1e-5
+            assert (x[~mask] == 0).all()  # re-padded with zeros
+        assert (packed.select(mask) - padded.last_hidden_state[mask]).abs().max() <= 1e-5
+        head = torch.nn.Linear(ours.config.hidden_size, 3)
+        assert (packed.map_tokens(head) - padded.map_tokens(head))[mask].abs().max() <= 1e-5
+        cls_packed, cls_padded = _both_paths(ours, batch, cls_only=True)
+        assert cls_packed.last_hidden_state.shape == cls_padded.last_hidden_state.shape == (3, 1, 384)
+        assert (cls_packed.pooler_output - cls_padded.pooler_output).abs().max() <= 1e-5
+    grads = []
+    for unpad in (True, False):
+        ours.zero_grad()
+        out = ours(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], unpad=unpad)
+        (out.last_hidden_state[mask].pow(2).mean() + out.pooler_output.sum()).backward()
+        grads.append({n: p.grad.clone() for n, p in ours.named_parameters() if p.grad is not None})
+    ours.zero_grad()
+    assert grads[0].keys() == grads[1].keys()
+    assert max((grads[0][n] - grads[1][n]).abs().max().item() for n in grads[0]) <= 1e-5
+
+
+def test_packed_attention_fallback_matches_padded_sdpa():
+    """The exact fallback of ``bertkit.unpad.packed_attention`` (the CPU path) against padded
+    SDPA on random tensors, rows of different lengths, all queries and first queries only."""
+    import torch.nn.functional as F
+
+    from bertkit.unpad import Unpadded, packed_attention
+
+    g = torch.Generator().manual_seed(0)
+    lengths, T, A, D = [5, 1, 9, 3], 9, 2, 8
+    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+    layout = Unpadded.from_mask(mask)
+    assert layout.cu_seqlens.tolist() == [0, 5, 6, 15, 18] and layout.max_seqlen == 9
+    q, k, v = (torch.randn(len(lengths), A, T, D, generator=g) for _ in range(3))
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.bool()[:, None, None, :])  # (B, A, T, D)
+    packed = [layout.unpad(t.transpose(1, 2)) for t in (q, k, v)]  # (N, A, D)
+    out = packed_attention(*packed, layout, None)
+    assert (out - layout.unpad(reference.transpose(1, 2))).abs().max() <= 1e-6
+    first = packed_attention(packed[0][layout.first_rows], packed[1], packed[2], layout, None, cls_only=True)
+    assert (first - reference[:, :, 0]).abs().max() <= 1e-6
+    with pytest.raises(ValueError, match="no real token"):
+        Unpadded.from_mask(torch.tensor([[1, 1], [0, 0]]))
 
 
 def test_pooler_and_all_hidden_states(pair):

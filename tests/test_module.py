@@ -71,3 +71,43 @@ def test_training_step_reduces_loss_on_a_batch(tiny):
         optimizer.zero_grad(), loss.backward(), optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_every_head_gives_the_same_outputs_unpadded_and_padded(minilm_dir):
+    """Classification (cls and mean pooling), QA spans and MLM read the packed encoder output
+    through ``EncoderOutput.map_tokens``/``select``/the pooler: same outputs as the padded path."""
+    from bertkit_plugins.pretraining import PreTrainingHead
+    from bertkit_plugins.question_answering import QuestionAnsweringHead
+    from bertkit_plugins.sequence_classification import SequenceClassificationHead
+
+    from bertkit.data import pad_batch
+
+    vocab = str(minilm_dir / "vocab.txt")
+    heads = {
+        "cls": lambda: SequenceClassificationHead(labels=["a", "b"]),
+        "mean": lambda: SequenceClassificationHead(labels=["a", "b"], pooling="mean"),
+        "qa": QuestionAnsweringHead,
+        "mlm": PreTrainingHead,
+    }
+    pl.seed_everything(0)
+    texts = ["A short one .", "A somewhat longer sentence about [MASK] in Rome .", "[MASK] ok"]
+    for name, make in heads.items():
+        torch.manual_seed(0)
+        model = BertModule(make(), pretrained=None, preset="tiny", vocab_file=vocab).eval()
+        model.head._tokenizer = model.tokenizer  # the MLM head finds [MASK] through its tokenizer
+        encodings = model.tokenizer.encode_batch(texts, max_length=32)
+        batch = pad_batch(
+            [{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encodings],
+            model.tokenizer.pad_token_id,
+        )
+        mask = batch["attention_mask"].bool()
+        outputs = []
+        for unpad in (True, False):
+            model.hparams.unpad = unpad
+            with torch.no_grad():
+                outputs.append(model(batch))
+        for key, value in outputs[0].items():
+            other = outputs[1][key]
+            if value.shape[:2] == mask.shape and value.dtype.is_floating_point:  # per-token: real tokens only
+                value, other = value[mask], other[mask]
+            assert torch.allclose(value.float(), other.float(), atol=1e-5), (name, key)

@@ -220,10 +220,9 @@ class PreTrainingHead(Head):
         }
 
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
-        hidden = encoded.last_hidden_state  # (B, T, H)
         labels = batch.get("labels")
         chosen = labels != -100 if labels is not None else batch["input_ids"] == self._mask_id()  # (B, T)
-        logits = self.predictions(hidden[chosen], self._embedding[0].weight)  # (M, V)
+        logits = self.predictions(encoded.select(chosen), self._embedding[0].weight)  # (M, V)
         out = {"mlm_logits": logits, "mlm_chosen": chosen}
         if self.sentence_name:
             out["sentence_logits"] = self.seq_relationship(encoded.pooler_output)  # (B, 2)

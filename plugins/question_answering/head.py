@@ -196,7 +196,7 @@ class QuestionAnsweringHead(Head):
 
     # ----- model -----
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
-        logits = self.qa_outputs(encoded.last_hidden_state)  # (B, T, 2)
+        logits = encoded.map_tokens(self.qa_outputs)  # (B, T, 2)
         padding = batch["attention_mask"] == 0
         low = torch.finfo(logits.dtype).min
         start_logits, end_logits = (x.masked_fill(padding, low) for x in logits.unbind(-1))  # (B, T) each

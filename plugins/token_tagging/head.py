@@ -148,7 +148,7 @@ class TokenTaggingHead(Head):
 
     # ----- model -----
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
-        logits = self.classifier(self.dropout(encoded.last_hidden_state))  # (B, T, num_tags)
+        logits = encoded.map_tokens(lambda h: self.classifier(self.dropout(h)))  # (B, T, num_tags)
         out = {"logits": logits}
         if "labels" in batch:
             out["loss"] = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
