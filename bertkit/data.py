@@ -83,6 +83,84 @@ class LengthGroupedSampler(Sampler[int]):
             yield from batches[b]
 
 
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Training batches defined by a token budget instead of a sentence count.
+
+    Each epoch draws a random order (seeded by ``seed + epoch``), optionally length-grouped as
+    ``LengthGroupedSampler`` does, and cuts it greedily into batches whose cost stays within
+    ``max_tokens``: the number of real tokens (``padded=False``: what an unpadded encoder computes
+    on) or batch size x longest sequence (``padded=True``: the padded (B, T) tensor). fairseq's
+    ``--max-tokens`` and MosaicBERT's packing follow the same idea.
+
+    Args:
+        lengths: tokens per feature.
+        max_tokens: the budget per batch.
+        seed: seed of the order.
+        padded: count padded positions rather than real tokens.
+        group_by_length: sort mega-batches of about 50 batches by length before cutting.
+
+    Raises:
+        ValueError: a feature alone exceeds ``max_tokens``.
+    """
+
+    def __init__(
+        self, lengths: list[int], max_tokens: int, seed: int = 0, padded: bool = False, group_by_length: bool = False
+    ) -> None:
+        longest = max(lengths, default=0)
+        if longest > max_tokens:
+            raise ValueError(f"data.max_tokens={max_tokens} is less than the longest feature ({longest} tokens)")
+        self.lengths, self.max_tokens, self.seed = lengths, max_tokens, seed
+        self.padded, self.group_by_length = padded, group_by_length
+        self.epoch = 0
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    @property
+    def sampler(self) -> TokenBudgetBatchSampler:
+        """Itself: Lightning calls ``set_epoch`` on ``batch_sampler.sampler``."""
+        return self
+
+    def _order(self, g: torch.Generator) -> list[int]:
+        order = torch.randperm(len(self.lengths), generator=g).tolist()
+        if not self.group_by_length:
+            return order
+        mega = max(1, 50 * self.max_tokens * len(self.lengths) // max(1, sum(self.lengths)))  # ~50 batches
+        return [
+            j for i in range(0, len(order), mega) for j in sorted(order[i : i + mega], key=lambda j: -self.lengths[j])
+        ]
+
+    def batches(self) -> list[list[int]]:
+        """This epoch's batches (the same list on every call within an epoch)."""
+        if self._cache is not None and self._cache[0] == self.epoch:
+            return self._cache[1]
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        batches: list[list[int]] = []
+        current: list[int] = []
+        tokens = longest = 0
+        for i in self._order(g):
+            n = self.lengths[i]
+            cost = (len(current) + 1) * max(longest, n) if self.padded else tokens + n
+            if current and cost > self.max_tokens:
+                batches.append(current)
+                current, tokens, longest = [], 0, 0
+            current.append(i)
+            tokens, longest = tokens + n, max(longest, n)
+        if current:
+            batches.append(current)
+        if self.group_by_length:  # grouped batches come out sorted: shuffle them
+            batches = [batches[b] for b in torch.randperm(len(batches), generator=g).tolist()]
+        self._cache = (self.epoch, batches)
+        return batches
+
+    def __len__(self) -> int:
+        return len(self.batches())
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self.batches()
+
+
 class BertDataModule(pl.LightningDataModule):
     """Data for any head: split files in a data directory, featurized by the model's head.
 
@@ -104,7 +182,12 @@ class BertDataModule(pl.LightningDataModule):
             examples as the validation split: a random subset drawn with ``seed``, so the same
             seed gives the same split (for data sets without a dev file, such as MRPC).
         max_length: tokens per feature, specials included (≤ max_position_embeddings).
-        batch_size: training batch size (features).
+        batch_size: training batch size (features); see ``max_tokens``.
+        max_tokens: define training batches by a token budget instead: at most this many real
+            tokens per batch with the unpadded encoder (``model.unpad``), at most batch size x
+            longest feature with the padded one (``TokenBudgetBatchSampler``). Random order each
+            epoch (length-grouped with ``group_by_length``); the number of batches per epoch
+            (and so the learning-rate schedule) follows from the budget. Single process only.
         eval_batch_size: batch size for validation/test/predict; None = ``2 * batch_size``.
         group_by_length: length-grouped training batches (less padding); eval batches are
             always sorted by length.
@@ -124,6 +207,7 @@ class BertDataModule(pl.LightningDataModule):
         validation_split: float = 0.0,
         max_length: int = 128,
         batch_size: int = 32,
+        max_tokens: int | None = None,
         eval_batch_size: int | None = None,
         group_by_length: bool = True,
         num_workers: int = 0,
@@ -136,6 +220,8 @@ class BertDataModule(pl.LightningDataModule):
             raise ValueError(f"data.validation_split={validation_split}: expected 0 <= validation_split < 1")
         if max_length < 8:
             raise ValueError(f"data.max_length={max_length}: expected at least 8")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"data.max_tokens={max_tokens}: expected a positive number of tokens")
         self.save_hyperparameters()
         self._source: Path | dict[str, Path] | None = None
         self.examples: dict[str, list[Any]] = {}
@@ -258,7 +344,9 @@ class BertDataModule(pl.LightningDataModule):
         lengths = getattr(features, "lengths", None)
         if lengths is None:
             lengths = [len(f["input_ids"]) for f in features]
-        if train:
+        if train and hp.max_tokens:
+            kwargs = dict(batch_sampler=self._token_budget(lengths))
+        elif train:
             sampler = LengthGroupedSampler(lengths, hp.batch_size, hp.seed) if hp.group_by_length else None
             kwargs = dict(batch_size=hp.batch_size, sampler=sampler, shuffle=sampler is None)
         else:
@@ -269,7 +357,18 @@ class BertDataModule(pl.LightningDataModule):
             collate_fn=partial(pad_batch, pad_token_id=pad_id),
             num_workers=hp.num_workers,
             persistent_workers=hp.num_workers > 0,
+            pin_memory=self.trainer is not None
+            and self.trainer.strategy.root_device.type == "cuda",  # non-blocking copies
             **kwargs,
+        )
+
+    def _token_budget(self, lengths: Any) -> TokenBudgetBatchSampler:
+        if self.trainer is not None and self.trainer.world_size > 1:
+            raise ValueError("data.max_tokens: token-budget batches run in one process only; use data.batch_size")
+        module = self._module()
+        padded = not module.hparams.get("unpad", True)
+        return TokenBudgetBatchSampler(
+            [int(n) for n in lengths], self.hparams.max_tokens, self.hparams.seed, padded, self.hparams.group_by_length
         )
 
     def train_dataloader(self) -> DataLoader:
