@@ -111,3 +111,27 @@ def test_every_head_gives_the_same_outputs_unpadded_and_padded(minilm_dir):
             if value.shape[:2] == mask.shape and value.dtype.is_floating_point:  # per-token: real tokens only
                 value, other = value[mask], other[mask]
             assert torch.allclose(value.float(), other.float(), atol=1e-5), (name, key)
+
+
+def test_compiled_blocks_give_the_same_outputs_and_keys(minilm_dir):
+    """``compile=True`` compiles each block in place (torch.compile, dynamic shapes): state-dict
+    keys unchanged, outputs equal to eager on the CPU."""
+    from bertkit_plugins.token_tagging.conll import Sentence
+
+    from bertkit.data import pad_batch
+
+    vocab = str(minilm_dir / "vocab.txt")
+    sentences = [Sentence(["Ana", "met", "Bo"], ["B-PER", "O", "B-PER"], "m:1", [1] * 3),
+                 Sentence(["Hi", "there", "you", "all", "."], ["O"] * 5, "m:2", [2] * 5)]  # fmt: skip
+    logits = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = BertModule(
+            TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=vocab, compile=compiled
+        )
+        batch = pad_batch(model.head.featurize(sentences, model.tokenizer, 16), model.tokenizer.pad_token_id)
+        with torch.no_grad():
+            logits.append(model.eval()(batch)["logits"])
+        keys = set(model.state_dict())
+    assert not any("_orig_mod" in k for k in keys)
+    assert torch.allclose(logits[0], logits[1], atol=1e-5)

@@ -162,3 +162,14 @@ def test_unpadded_and_padded_train_alike(precision, minilm_dir):
         states.append({k: v.clone() for k, v in model.state_dict().items()})
     tolerance = 1e-6 if precision == "32-true" else 1e-4
     assert max((states[0][k] - states[1][k]).abs().max().item() for k in states[0]) <= tolerance
+
+
+def test_gpu_overlay_composes_with_a_recipe(tmp_path, monkeypatch):
+    """`--config recipes/gpu.yaml` after any recipe: bf16-mixed, workers; it trains here too."""
+    monkeypatch.chdir(tmp_path)
+    overrides = {**QUIET, "data.batch_size": 8}
+    run = compose(ROOT / "recipes" / "ner.yaml", ROOT / "recipes" / "gpu.yaml", overrides=overrides)
+    assert run.trainer.precision == "bf16-mixed" and run.datamodule.hparams.num_workers == 2
+    assert run.model.hparams.unpad and run.trainer.gradient_clip_val == 1.0
+    run.trainer.fit(run.model, datamodule=run.datamodule)
+    assert run.trainer.global_step == 2
