@@ -35,6 +35,7 @@ qa/squad/dev-v1.1.json and vocab/bert-base-cased. Writes benchmarks/results/gpu_
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import time
@@ -123,14 +124,14 @@ def features_for(task: str, head: Any, tokenizer: Any, data: Path, n: int, seed:
 def hf_model(task: str, config: BertConfig) -> Any:
     import transformers
 
-    hf_config = transformers.BertConfig(**config.to_dict(), attn_implementation="sdpa")
-    if task == "ner":
-        return transformers.BertForTokenClassification(transformers.BertConfig(**hf_config.to_dict(), num_labels=9))
-    if task == "sst2":
-        return transformers.BertForSequenceClassification(transformers.BertConfig(**hf_config.to_dict(), num_labels=2))
-    if task == "squad":
-        return transformers.BertForQuestionAnswering(hf_config)
-    return transformers.BertForPreTraining(hf_config)
+    num_labels = {"ner": 9, "sst2": 2}.get(task, 2)
+    hf_config = transformers.BertConfig(**config.to_dict(), attn_implementation="sdpa", num_labels=num_labels)
+    model_class = {
+        "ner": transformers.BertForTokenClassification,
+        "sst2": transformers.BertForSequenceClassification,
+        "squad": transformers.BertForQuestionAnswering,
+    }.get(task, transformers.BertForPreTraining)
+    return model_class(hf_config)
 
 
 HF_LABEL_KEYS = {
@@ -198,7 +199,7 @@ class Clock:
             "real_tokens_per_second": tokens / seconds,
             "sequences_per_second": sequences / seconds,
             "tflops_per_second": flops / seconds / 1e12,
-            "mfu": flops / seconds / ceiling if ceiling == ceiling else None,
+            "mfu": None if math.isnan(ceiling) else flops / seconds / ceiling,
             "peak_memory_gb": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
         }
 

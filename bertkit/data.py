@@ -365,8 +365,7 @@ class BertDataModule(pl.LightningDataModule):
     def _token_budget(self, lengths: Any) -> TokenBudgetBatchSampler:
         if self.trainer is not None and self.trainer.world_size > 1:
             raise ValueError("data.max_tokens: token-budget batches run in one process only; use data.batch_size")
-        module = self._module()
-        padded = not module.hparams.get("unpad", True)
+        padded = not self._module().hparams.unpad
         return TokenBudgetBatchSampler(
             [int(n) for n in lengths], self.hparams.max_tokens, self.hparams.seed, padded, self.hparams.group_by_length
         )

@@ -44,6 +44,7 @@ class EncoderOutput:
         pooler_output: (B, H) tanh(W h_[CLS] + b), or None without a pooler.
         hidden_states: L + 1 tensors (B, T, H): embeddings, then each block; None unless asked.
         layout: the packing of an unpadded run (None after a padded one).
+        packed: (N, H) last block of an unpadded run, real tokens only (None after a padded one).
 
     Heads that read tokens should use ``map_tokens`` and ``select``: on an unpadded run they
     touch only the real tokens and never build the padded tensor.

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_warn
 from typing_extensions import override
 
 from bertkit.config import BertConfig
@@ -185,6 +186,16 @@ class BertModule(pl.LightningModule):
         with torch.inference_mode(False):
             metrics = self.head.compute_metrics(stage)
         self.log_dict({f"{stage}/{k}": v for k, v in metrics.items()}, prog_bar=False)
+
+    @override
+    def on_fit_start(self) -> None:
+        """Say when training on a GPU cannot use FlashAttention (attention dropout is on)."""
+        dropout = self.encoder.config.attention_probs_dropout_prob
+        if self.device.type == "cuda" and self.hparams.unpad and dropout > 0:
+            rank_zero_warn(
+                f"attention dropout {dropout}: training attention runs padded (FlashAttention varlen has no "
+                "dropout); --model.attention_dropout 0.0 uses it. Evaluation uses it either way."
+            )
 
     @override
     def on_validation_epoch_end(self) -> None:

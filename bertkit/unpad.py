@@ -48,8 +48,8 @@ class Unpadded:
 
     @classmethod
     def from_mask(cls, attention_mask: torch.Tensor) -> Unpadded:
-        """Layout of a (B, T) mask, 1/True at real tokens (one device-to-host sync for N and the
-        longest length).
+        """Layout of a (B, T) mask, 1/True at real tokens (two device-to-host syncs: the shortest
+        and longest lengths, and ``nonzero`` for N).
 
         Raises:
             ValueError: a sequence has no real token (an empty row cannot be attended over).
@@ -78,9 +78,9 @@ class Unpadded:
         """(B, T, ...) -> (N, ...): the real tokens."""
         return x.flatten(0, 1)[self.indices]
 
-    def pad(self, x: torch.Tensor, value: float = 0.0) -> torch.Tensor:
-        """(N, ...) -> (B, T, ...), ``value`` at padding."""
-        out = x.new_full((self.batch_size * self.seq_len, *x.shape[1:]), value)
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, ...) -> (B, T, ...), zeros at padding."""
+        out = x.new_zeros((self.batch_size * self.seq_len, *x.shape[1:]))
         out[self.indices] = x  # index_put: differentiable
         return out.view(self.batch_size, self.seq_len, *x.shape[1:])
 
