@@ -257,15 +257,27 @@ class BertDataModule(pl.LightningDataModule):
         return sample
 
     def _path(self, split: str, name: str) -> Path:
-        """An absolute path, a path that exists from the working directory, else the split's file in the source."""
+        """An absolute path, a path that exists from the working directory, else the split's file in
+        the source. The bundled sample stands in for the recipe's split files only: a predict file
+        other than the test file must exist.
+
+        Raises:
+            FileNotFoundError: the file does not exist (named as given and where it was looked for).
+        """
         given = Path(name).expanduser()
-        if given.is_absolute() or given.is_file():
+        source = None if given.is_absolute() or given.is_file() else self.data_source()
+        if source is None:
             path = given
+        elif not isinstance(source, dict):
+            path = source / given
+        elif split == "predict" and name != self.hparams.test_file:
+            raise FileNotFoundError(
+                f"{given}: data.predict_file not found (looked in {Path.cwd()}; no data directory is set)"
+            )
         else:
-            source = self.data_source()
-            path = source["test" if split == "predict" else split] if isinstance(source, dict) else source / given
+            path = source["test" if split == "predict" else split]
         if not path.exists():  # a file, or a folder for heads that read folders (a corpus, shards)
-            raise FileNotFoundError(f"{path}: data file not found")
+            raise FileNotFoundError(f"{path}: data.{split}_file not found")
         return path
 
     def _read(self, split: str, name: str | None) -> list[Any]:
@@ -275,6 +287,8 @@ class BertDataModule(pl.LightningDataModule):
         fmt = self.hparams.predict_format
         as_text = split == "predict" and (fmt == "text" or (fmt == "auto" and path.suffix == ".txt"))
         examples = head.read_text(path) if as_text else head.read(path, labelled=split != "predict")
+        if not examples:
+            raise ValueError(f"{path}: no examples in data.{split}_file (is it empty, or in another format?)")
         log.info("%s: %d examples from %s", split, len(examples), path)
         return examples
 

@@ -1,4 +1,5 @@
-"""Atomic file output: nothing half-written is ever left under a user's file name."""
+"""File input and output: atomic writes (nothing half-written is ever left under a user's file
+name) and UTF-8 text reading whose errors name the file and line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+BOM = "\ufeff"
 
 
 @contextmanager
@@ -24,9 +27,54 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        if tmp.is_file():  # mkstemp makes 0600: give the file the permissions open() would
+            tmp.chmod(0o666 & ~_umask())
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def decode_line(raw: bytes, path: str | Path, number: int) -> str:
+    """One line of ``path`` as text, with every byte-order mark (U+FEFF) removed.
+
+    Raises:
+        ValueError: the bytes are not UTF-8; the message names file, line, column and byte.
+    """
+    try:
+        return raw.decode("utf-8").replace(BOM, "")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
+            "re-save the file as UTF-8"
+        ) from None
+
+
+def text_lines(path: str | Path, keep_ends: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` for each line of a UTF-8 text file, read as it streams.
+
+    A byte-order mark is removed wherever it stands (at the start, as editors on Windows write
+    it, or stray inside a file made by concatenation), so it never becomes part of a word.
+    Lines end at ``\n``; ``\r\n`` endings are removed too unless ``keep_ends``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: bytes that are not UTF-8 (names file, line, column and byte).
+    """
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = decode_line(raw, path, number)
+            yield number, line if keep_ends else line.rstrip("\r\n")
+
+
+def read_text(path: str | Path) -> str:
+    """The whole of a UTF-8 text file, byte-order marks removed (see ``text_lines``)."""
+    return "".join(line for _, line in text_lines(path, keep_ends=True))
 
 
 def write_jsonl(target: str | Path, records: Iterable[dict[str, Any]]) -> int:
@@ -50,6 +98,6 @@ def read_json(path: str | Path, missing: str) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: {missing}")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from err

@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
-from bertkit.io import atomic_path
+from bertkit.io import atomic_path, text_lines
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 BRACKETED = re.compile(r"\[[A-Za-z0-9_]+\]")
@@ -109,8 +109,8 @@ class BertTokenizer:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: vocabulary file not found")
         vocab = {}
-        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
-            vocab.setdefault(line.rstrip("\n"), i)
+        for number, line in text_lines(path):  # one token a line, as BERT's load_vocab reads it
+            vocab.setdefault(line, number - 1)
         backend = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
         backend.normalizer = normalizers.BertNormalizer(
             clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase

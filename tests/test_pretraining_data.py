@@ -346,7 +346,7 @@ def test_corpus_layouts(tmp_path: Path) -> None:
         '"Yes!" ok',
     ]
     (tmp_path / "bad.txt").write_bytes(b"fine\nalso fine\n\xff\xfe broken\n")
-    with pytest.raises(ValueError, match=r"bad.txt: not UTF-8"):
+    with pytest.raises(ValueError, match=r"bad.txt:3: not UTF-8"):
         list(read_documents([tmp_path / "bad.txt"]))
     with pytest.raises(FileNotFoundError, match="corpus not found"):
         list(read_documents([tmp_path / "missing.txt"]))

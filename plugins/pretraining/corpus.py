@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from bertkit.io import atomic_path
+from bertkit.io import atomic_path, text_lines
 
 Document = list[str]
 
@@ -36,16 +36,10 @@ def split_sentences(paragraph: str) -> list[str]:
 
 
 def _lines(path: Path) -> Iterator[str]:
-    number = 0
-    try:
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                number += 1
-                yield line
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not UTF-8 text near line {number + 1} ({err.reason})") from err
-    except IsADirectoryError as err:
-        raise ValueError(f"{path}: expected a file") from err
+    if not path.is_file():
+        raise ValueError(f"{path}: expected a file")
+    for _, line in text_lines(path):
+        yield line
 
 
 def _sentence_file(path: Path) -> Iterator[Document]:

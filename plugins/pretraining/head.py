@@ -36,6 +36,7 @@ from torchmetrics import MeanMetric
 
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head, import_class
+from bertkit.io import text_lines
 from bertkit.model import ACTIVATIONS, EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
@@ -279,7 +280,7 @@ class PreTrainingHead(Head):
             ValueError: a line without ``[MASK]`` (names the file and line).
         """
         examples = []
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in text_lines(path):
             if not line.strip():
                 continue
             if "[MASK]" not in line:

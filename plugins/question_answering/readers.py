@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bertkit.io import read_text, text_lines
+
 EXACT, RELOCATED, NOT_FOUND = "exact", "relocated", "not found"
 
 
@@ -113,7 +115,7 @@ def read_squad_json(path: Path, labelled: bool = True) -> list[QAExample]:
             JSON path (``data[3].paragraphs[0].qas[2]``).
     """
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8-sig"))
+        document = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
@@ -139,18 +141,17 @@ def read_qa_jsonl(path: Path, labelled: bool = True) -> list[QAExample]:
             (names the file and line).
     """
     examples = []
-    with Path(path).open(encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict) or not isinstance(record.get("context"), str):
-                raise ValueError(f"{where}: expected a JSON object with 'question' and 'context' strings")
-            examples.append(_example(record, record["context"], where, where, labelled))
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict) or not isinstance(record.get("context"), str):
+            raise ValueError(f"{where}: expected a JSON object with 'question' and 'context' strings")
+        examples.append(_example(record, record["context"], where, where, labelled))
     return examples
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertkit.io import text_lines
+
 QUOTING = {"minimal": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
 Column = str | int
 
@@ -78,33 +80,34 @@ def read_table(
     if quoting not in QUOTING:
         raise ValueError(f"quoting={quoting!r}: expected one of {', '.join(QUOTING)}")
     examples = []
-    with Path(path).open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, delimiter=delimiter, quoting=QUOTING[quoting])
-        names, columns = None, None
-        for row in _rows(reader, path):
-            if not row or all(not field.strip() for field in row):
-                continue
-            if header and names is None:
-                names = [n.strip() for n in row]
-                continue
-            if columns is None:
-                wanted = {"text": text_column, "text pair": text_pair_column, "label": label_column}
-                columns = {r: _column_index(path, names, c, r) for r, c in wanted.items() if c is not None}
-            line = reader.line_num
-            for role, index in columns.items():
-                if index >= len(row) or index < -len(row):
-                    raise ValueError(
-                        f"{path}:{line}: no {role} column (index {index}); the row has {len(row)} fields"
-                        f"{'' if quoting == 'none' else ' (a stray quote? try quoting: none)'}"
-                    )
-            examples.append(
-                Example(
-                    row[columns["text"]],
-                    row[columns["text pair"]] if "text pair" in columns else None,
-                    row[columns["label"]] if "label" in columns else None,
-                    f"{path}:{line}",
+    reader = csv.reader(
+        (line for _, line in text_lines(path, keep_ends=True)), delimiter=delimiter, quoting=QUOTING[quoting]
+    )
+    names, columns = None, None
+    for row in _rows(reader, path):
+        if not row or all(not field.strip() for field in row):
+            continue
+        if header and names is None:
+            names = [n.strip() for n in row]
+            continue
+        if columns is None:
+            wanted = {"text": text_column, "text pair": text_pair_column, "label": label_column}
+            columns = {r: _column_index(path, names, c, r) for r, c in wanted.items() if c is not None}
+        line = reader.line_num
+        for role, index in columns.items():
+            if index >= len(row) or index < -len(row):
+                raise ValueError(
+                    f"{path}:{line}: no {role} column (index {index}); the row has {len(row)} fields"
+                    f"{'' if quoting == 'none' else ' (a stray quote? try quoting: none)'}"
                 )
+        examples.append(
+            Example(
+                row[columns["text"]],
+                row[columns["text pair"]] if "text pair" in columns else None,
+                row[columns["label"]] if "label" in columns else None,
+                f"{path}:{line}",
             )
+        )
     return examples
 
 
@@ -123,27 +126,26 @@ def read_jsonl(path: Path, text_field: str, text_pair_field: str | None, label_f
         ValueError: a line that is not a JSON object, or lacks a field (names file and line).
     """
     examples = []
-    with Path(path).open(encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            for role, field in (("text", text_field), ("text pair", text_pair_field), ("label", label_field)):
-                if field is not None and field not in record:
-                    raise ValueError(f"{path}:{number}: no {role} field {field!r}; the object has {sorted(record)}")
-            examples.append(
-                Example(
-                    str(record[text_field]),
-                    None if text_pair_field is None else str(record[text_pair_field]),
-                    None if label_field is None else record[label_field],
-                    f"{path}:{number}",
-                )
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+        for role, field in (("text", text_field), ("text pair", text_pair_field), ("label", label_field)):
+            if field is not None and field not in record:
+                raise ValueError(f"{path}:{number}: no {role} field {field!r}; the object has {sorted(record)}")
+        examples.append(
+            Example(
+                str(record[text_field]),
+                None if text_pair_field is None else str(record[text_pair_field]),
+                None if label_field is None else record[label_field],
+                f"{path}:{number}",
             )
+        )
     return examples
 
 
@@ -154,16 +156,14 @@ def read_lines(path: Path, pairs: bool) -> list[Example]:
         ValueError: a pair task's line without a tab (names file and line).
     """
     examples = []
-    with Path(path).open(encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            if pairs:
-                if "\t" not in line:
-                    raise ValueError(f"{path}:{number}: expected two texts separated by a tab")
-                text, pair = line.split("\t", 1)
-                examples.append(Example(text, pair, None, f"{path}:{number}"))
-            else:
-                examples.append(Example(line, None, None, f"{path}:{number}"))
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        if pairs:
+            if "\t" not in line:
+                raise ValueError(f"{path}:{number}: expected two texts separated by a tab")
+            text, pair = line.split("\t", 1)
+            examples.append(Example(text, pair, None, f"{path}:{number}"))
+        else:
+            examples.append(Example(line, None, None, f"{path}:{number}"))
     return examples

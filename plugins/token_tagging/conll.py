@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bertkit.io import text_lines
+
 SCHEMES = ("IOB1", "IOB2", "BIOES")
 _TAG = {"IOB1": re.compile(r"^[BI]-\S+$"), "IOB2": re.compile(r"^[BI]-\S+$"), "BIOES": re.compile(r"^[BIES]-\S+$")}
 
@@ -98,26 +100,25 @@ def read_conll(path: str | Path, scheme: str = "IOB1", tag_column: int = -1, lab
             sentences.append(Sentence(list(words), iob2, f"{path}:{lines[0]}", list(lines)))
         words.clear(), tags.clear(), lines.clear()
 
-    with path.open(encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, start=1):
-            cols = raw.split()
-            if not cols or cols[0] == "-DOCSTART-":
-                flush()
-                continue
-            if labelled:
-                try:
-                    tag = cols[tag_column]
-                except IndexError:
-                    raise ValueError(
-                        f"{path}:{number}: expected a tag in column {tag_column} of {len(cols)}, got {raw.rstrip()!r}"
-                    ) from None
-                if len(cols) < 2:
-                    raise ValueError(f"{path}:{number}: expected 'token ... tag' columns, got {raw.rstrip()!r}")
-                if tag != "O" and not _TAG[scheme].match(tag):
-                    raise ValueError(f"{path}:{number}: tag {tag!r} is not O or a valid {scheme} tag")
-                tags.append(tag)
-            words.append(cols[0])
-            lines.append(number)
+    for number, raw in text_lines(path):
+        cols = raw.split()
+        if not cols or cols[0] == "-DOCSTART-":
+            flush()
+            continue
+        if labelled:
+            try:
+                tag = cols[tag_column]
+            except IndexError:
+                raise ValueError(
+                    f"{path}:{number}: expected a tag in column {tag_column} of {len(cols)}, got {raw.rstrip()!r}"
+                ) from None
+            if len(cols) < 2:
+                raise ValueError(f"{path}:{number}: expected 'token ... tag' columns, got {raw.rstrip()!r}")
+            if tag != "O" and not _TAG[scheme].match(tag):
+                raise ValueError(f"{path}:{number}: tag {tag!r} is not O or a valid {scheme} tag")
+            tags.append(tag)
+        words.append(cols[0])
+        lines.append(number)
     flush()
     return sentences
 

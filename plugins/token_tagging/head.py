@@ -20,6 +20,7 @@ from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head
+from bertkit.io import text_lines
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
@@ -85,14 +86,12 @@ class TokenTaggingHead(Head):
         """One sentence per non-blank line, split with BERT's pre-tokenizer; offsets into the line."""
         split = pre_tokenizers.BertPreTokenizer()
         sentences = []
-        with Path(path).open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                line = line.rstrip("\n")
-                pieces = split.pre_tokenize_str(line)
-                if pieces:
-                    words = [w for w, _ in pieces]
-                    offsets = [o for _, o in pieces]
-                    sentences.append(Sentence(words, None, f"{path}:{number}", [number] * len(words), line, offsets))
+        for number, line in text_lines(path):
+            pieces = split.pre_tokenize_str(line)
+            if pieces:
+                words = [w for w, _ in pieces]
+                offsets = [o for _, o in pieces]
+                sentences.append(Sentence(words, None, f"{path}:{number}", [number] * len(words), line, offsets))
         return sentences
 
     def _word_tokens(
