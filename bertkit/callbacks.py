@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytorch_lightning as pl
+import torch
 from pytorch_lightning.callbacks import BasePredictionWriter, Callback
 from typing_extensions import override
 
@@ -16,9 +17,19 @@ log = logging.getLogger(__name__)
 
 
 def prediction_records(pl_module: pl.LightningModule, datamodule: Any, batches: list[list[dict]]) -> list[dict]:
-    """Per-example records from ``trainer.predict`` output (lists of per-feature predictions)."""
+    """Per-example records from ``trainer.predict`` output (lists of per-feature predictions).
+
+    Only examples that were predicted get a record (``trainer.limit_predict_batches`` stops
+    early), in the order of the input; the head's ``format_predictions`` sees just those.
+    """
     flat = [p for batch in batches for p in batch]
-    return pl_module.head.format_predictions(datamodule.examples["predict"], flat)
+    examples = datamodule.examples["predict"]
+    kept = sorted({p["example_index"] for p in flat})
+    if len(kept) < len(examples):
+        log.warning("predicted %d of %d examples (trainer.limit_predict_batches?)", len(kept), len(examples))
+    position = {index: i for i, index in enumerate(kept)}
+    flat = [{**p, "example_index": position[p["example_index"]]} for p in flat]
+    return pl_module.head.format_predictions([examples[i] for i in kept], flat)
 
 
 class PredictionWriter(BasePredictionWriter):
@@ -39,8 +50,14 @@ class PredictionWriter(BasePredictionWriter):
     def write_on_epoch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, predictions: Any, batch_indices: Any
     ) -> None:
+        if trainer.world_size > 1:  # each process predicted its share: gather them, rank 0 writes
+            shares: list[Any] = [None] * trainer.world_size
+            torch.distributed.all_gather_object(shares, predictions)
+            predictions = [batch for share in shares for batch in share]
+        if not trainer.is_global_zero:
+            return
         count = write_jsonl(self.output_file, prediction_records(pl_module, trainer.datamodule, predictions))
-        log.warning("wrote %d predictions to %s", count, self.output_file)
+        print(f"\nwrote {count} prediction{'s' if count != 1 else ''} to {self.output_file}", flush=True)
 
 
 class ExportPretrained(Callback):

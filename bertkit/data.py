@@ -17,7 +17,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
 from bertkit.heads import Batch, Feature
 
@@ -51,6 +51,23 @@ def pad_batch(features: list[Feature], pad_token_id: int = 0) -> Batch:
         [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in features]
     )
     return batch
+
+
+class EpochRandomSampler(Sampler[int]):
+    """A random order of ``range(n)`` drawn from ``seed + epoch``: the same order for the same
+    epoch in any process, also after resuming from a checkpoint."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        yield from torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
 
 
 class LengthGroupedSampler(Sampler[int]):
@@ -159,6 +176,28 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         yield from self.batches()
+
+
+class EvalShardSampler(DistributedSampler):
+    """One process's share of an evaluation order: every ``world_size``-th index from ``rank``,
+    each index on exactly one process (no padding repeats, unlike ``DistributedSampler``, whose
+    repeated examples would count twice in a metric). Lightning leaves a ``DistributedSampler``
+    as it is. The shares differ in length by at most one batch's worth of features.
+
+    Args:
+        order: the global order (longest first).
+        num_replicas, rank: the process group's size and this process's rank.
+    """
+
+    def __init__(self, order: list[int], num_replicas: int, rank: int) -> None:
+        self.order, self.num_replicas, self.rank = order, num_replicas, rank
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order[self.rank :: self.num_replicas])
+
+    def __len__(self) -> int:
+        return len(self.order[self.rank :: self.num_replicas])
 
 
 class BertDataModule(pl.LightningDataModule):
@@ -361,13 +400,21 @@ class BertDataModule(pl.LightningDataModule):
         if train and hp.max_tokens:
             kwargs = dict(batch_sampler=self._token_budget(lengths))
         elif train:
-            sampler = LengthGroupedSampler(lengths, hp.batch_size, hp.seed) if hp.group_by_length else None
-            kwargs = dict(batch_size=hp.batch_size, sampler=sampler, shuffle=sampler is None)
+            grouped = LengthGroupedSampler(lengths, hp.batch_size, hp.seed)
+            kwargs = dict(
+                batch_size=hp.batch_size,
+                sampler=grouped if hp.group_by_length else EpochRandomSampler(len(lengths), hp.seed),
+            )
         else:
             order = sorted(range(len(features)), key=lambda i: -lengths[i])
-            kwargs = dict(batch_size=hp.eval_batch_size or 2 * hp.batch_size, sampler=order)
+            world = self.trainer.world_size if self.trainer is not None else 1
+            sampler = EvalShardSampler(order, world, self.trainer.global_rank) if world > 1 else order
+            kwargs = dict(batch_size=hp.eval_batch_size or 2 * hp.batch_size, sampler=sampler)
         return DataLoader(
             features,
+            # The loader draws its workers' base seed from this generator, not from torch's global
+            # one: dropout's random numbers stay where a checkpoint saved them (exact resume).
+            generator=torch.Generator().manual_seed(hp.seed),
             collate_fn=partial(pad_batch, pad_token_id=pad_id),
             num_workers=hp.num_workers,
             persistent_workers=hp.num_workers > 0,

@@ -20,6 +20,7 @@ from bertkit.config import BertConfig
 from bertkit.heads import Batch, Head, head_from_spec
 from bertkit.model import BertEncoder
 from bertkit.pretrained import load_tokenizer, resolve_pretrained
+from bertkit.rng import rng_states, set_rng_states
 from bertkit.tokenizer import BertTokenizer
 from bertkit.weights import save_encoder
 
@@ -94,6 +95,7 @@ class BertModule(pl.LightningModule):
                 block.compile(dynamic=True)
         self.head = head
         self._head_built = False
+        self._resumed_rng: dict[str, Any] | None = None
         if head.ready:
             self._build_head()
 
@@ -110,12 +112,28 @@ class BertModule(pl.LightningModule):
             self._build_head()
 
     @override
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store the random number generators' states (dropout, masking), so that a resumed run
+        continues exactly as the uninterrupted one would (Lightning restores the rest)."""
+        checkpoint["rng_states"] = rng_states()
+
+    @override
+    def on_train_start(self) -> None:
+        """Restore the generators of a resumed checkpoint here, after the sanity check's loaders
+        (which draw from them) and before the first training batch, where the saved run was."""
+        if self._resumed_rng is not None:
+            set_rng_states(self._resumed_rng)
+            self._resumed_rng = None
+
+    @override
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Give an unbuilt head the settings it learned in training (``Head.learned``).
+        """Give an unbuilt head the settings it learned in training (``Head.learned``); keep the
+        generators' states for ``on_train_start``.
 
         Raises:
             ValueError: the head was built with other learned settings than the checkpoint's.
         """
+        self._resumed_rng = checkpoint.get("rng_states")
         stored = checkpoint.get("hyper_parameters", {}).get("head", {}).get("init_args", {})
         for name in self.head.learned:
             if name not in stored:
@@ -158,7 +176,10 @@ class BertModule(pl.LightningModule):
         size = batch["input_ids"].shape[0]
         for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
             if key == "loss" or key.endswith("_loss"):
-                self.log(f"{stage}/{key}", value, batch_size=size, prog_bar=stage == "train")
+                # Evaluation losses are averaged over processes (each process's mean, then their mean).
+                self.log(
+                    f"{stage}/{key}", value, batch_size=size, prog_bar=stage == "train", sync_dist=stage != "train"
+                )
         if stage != "train":
             self.head.update_metrics(stage, outputs, batch)
         return outputs

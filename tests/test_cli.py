@@ -77,10 +77,11 @@ def test_resume_from_last_checkpoint(sample_run, tmp_path):
     before = torch.load(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
     args = [a for a in FAST if not a.startswith("--trainer.max_epochs")]
     run_bertkit("fit", "--config", str(RECIPE), *args, "--trainer.max_epochs=2", "--ckpt_path", "last", cwd=tmp_path)
-    # The earlier run's last.ckpt is kept; the resumed run writes last-v1.ckpt.
-    after = torch.load(tmp_path / "runs/ner/checkpoints/last-v1.ckpt", weights_only=True)
+    # The resumed run replaces last.ckpt (enable_version_counter: false): no last-v1.ckpt piles up.
+    after = torch.load(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
     assert (before["epoch"], after["epoch"]) == (0, 1)
     assert after["global_step"] == 2 * before["global_step"]
+    assert not list((tmp_path / "runs/ner/checkpoints").glob("last-v*.ckpt"))
 
 
 def test_print_config_reruns_unchanged(tmp_path):

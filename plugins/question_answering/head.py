@@ -72,8 +72,17 @@ class QuestionAnsweringHead(Head):
         self.save_hyperparameters()
         # NaN until tuned; a buffer so the tuned value travels in checkpoints.
         self.register_buffer("tuned_threshold", torch.tensor(math.nan, dtype=torch.float64))
-        self.metrics = nn.ModuleDict({stage: SquadScore(version_2_with_negative) for stage in ("val", "test")})
+        # Answers are formed from all processes' windows (``_gathered``): no second sync.
+        self.metrics = nn.ModuleDict(
+            {stage: SquadScore(version_2_with_negative, sync_on_compute=False) for stage in ("val", "test")}
+        )
         self._pending: dict[str, dict[int, tuple[QAExample, list[dict]]]] = {"val": {}, "test": {}}
+
+    hf_architecture = "BertForQuestionAnswering"
+    onnx_outputs = ("start_logits", "end_logits")
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        return {f"qa_outputs.{k}": v for k, v in self.qa_outputs.state_dict().items()}
 
     def build(self, config: BertConfig) -> None:
         self.qa_outputs = nn.Linear(config.hidden_size, 2)  # start, end
@@ -242,7 +251,7 @@ class QuestionAnsweringHead(Head):
         """Answer every question seen this epoch (all its windows), then score the answers."""
         metric, pending = self.metrics[stage], self._pending[stage]
         spans, diffs, golds = [], [], []
-        for example, windows in pending.values():
+        for example, windows in _gathered(pending).values():
             record = self._answer(example, windows)
             spans.append(record["best_span"])
             diff = record.get("null_score_diff")
@@ -269,11 +278,24 @@ class QuestionAnsweringHead(Head):
             windows.setdefault(p["example_index"], []).append(p)
         records = []
         for index, example in enumerate(examples):
-            if index not in windows:  # not reached (trainer.limit_predict_batches)
-                continue
             record = self._answer(example, windows[index])
             record.pop("best_span")
             if not self.hparams.version_2_with_negative:
                 record.pop("abstained")
             records.append({"id": example.id, "question": example.question} | record)
         return records
+
+
+def _gathered(pending: dict[int, tuple[QAExample, list[dict]]]) -> dict[int, tuple[QAExample, list[dict]]]:
+    """Every process's windows by question, so that each question is answered from all of its
+    windows even when they were evaluated on different processes (one process: as it is)."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return pending
+    shares: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(shares, pending)
+    merged: dict[int, tuple[QAExample, list[dict]]] = {}
+    for share in shares:
+        for index, (example, windows) in share.items():
+            merged.setdefault(index, (example, []))[1].extend(windows)
+    return merged

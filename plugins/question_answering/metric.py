@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from typing import Any
 
 import torch
 from torchmetrics import Metric
@@ -67,12 +68,13 @@ class SquadScore(Metric):
     Args:
         version_2: SQuAD v2.0 scoring and the threshold search.
         threshold: ``null_score_diff_threshold`` used for the ``exact_match``/``f1`` keys (v2.0).
+        kwargs: torchmetrics ``Metric`` options (``sync_on_compute`` …).
     """
 
     full_state_update = False
 
-    def __init__(self, version_2: bool = False, threshold: float = 0.0) -> None:
-        super().__init__()
+    def __init__(self, version_2: bool = False, threshold: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.version_2, self.threshold = version_2, threshold
         for name in STATES:
             self.add_state(name, default=[], dist_reduce_fx="cat")

@@ -72,7 +72,7 @@ class EntityF1(Metric):
 
     def sentences(self) -> tuple[list[list[str]], list[list[str]]]:
         """Gold and predicted tag sequences, one per example, in example order."""
-        if not self.example_index:
+        if len(self.example_index) == 0:  # a list before a sync, one tensor after it
             return [], []
 
         def cat(x: list[torch.Tensor] | torch.Tensor) -> list[int]:

@@ -1,0 +1,75 @@
+"""Two processes (DDP on the CPU, gloo) score and predict exactly what one process does: every
+evaluation example is scored once (no padding repeats), windows of one question or sentence that
+land on different processes are joined before answers are formed, and rank 0 writes every
+prediction once."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RECIPE, ROOT, run_bertkit
+from tests.test_qa_train import toy_squad
+
+TWO = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
+QUIET = ["--trainer.enable_progress_bar=false"]
+
+
+def newest_scores(logs: Path, prefix: str) -> dict[str, float]:
+    """The ``prefix`` metrics of the newest CSVLogger version under ``logs``."""
+    newest = max(logs.glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
+    rows = list(csv.DictReader(newest.open()))
+    return {k: float(v) for row in rows for k, v in row.items() if k.startswith(prefix) and v}
+
+
+@pytest.fixture
+def ner_run(sample_run, tmp_path):
+    shutil.copytree(sample_run / "runs", tmp_path / "runs")
+    return tmp_path
+
+
+def test_ner_validate_and_predict_on_two_processes_match_one(ner_run):
+    args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
+    run_bertkit("validate", *args, cwd=ner_run)
+    one = newest_scores(ner_run / "runs/ner/logs", "val/")
+    run_bertkit("validate", *args, *TWO, cwd=ner_run)
+    two = newest_scores(ner_run / "runs/ner/logs", "val/")
+    assert one.keys() == two.keys() and "val/f1_PER" in one
+    assert all(abs(one[k] - two[k]) < 1e-6 for k in ("val/f1", "val/precision", "val/recall", "val/f1_PER")), (one, two)
+
+    out = ner_run / "runs/ner/predictions.jsonl"
+    run_bertkit("predict", *args, cwd=ner_run)
+    single = out.read_text()
+    run_bertkit("predict", *args, *TWO, cwd=ner_run)
+    assert out.read_text() == single and len(single.splitlines()) > 50
+
+
+def test_squad_windows_split_across_processes_give_the_same_answers(tmp_path):
+    rng = random.Random(3)
+    (tmp_path / "train.json").write_text(json.dumps(toy_squad(8, rng)))
+    (tmp_path / "dev.json").write_text(json.dumps(toy_squad(9, rng)))  # odd: the shares differ in size
+    args = [
+        "--config", str(ROOT / "recipes/squad.yaml"), "--model.pretrained=null", "--model.preset=tiny",
+        "--model.vocab_file=all-MiniLM-L6-v2", f"--data.data_dir={tmp_path}", "--data.train_file=train.json",
+        "--data.validation_file=dev.json", "--data.max_length=48", "--model.head.init_args.doc_stride=16",
+        "--data.eval_batch_size=3", *QUIET,
+    ]  # fmt: skip
+    run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=tmp_path)
+    run_bertkit("validate", *args, "--ckpt_path=last", cwd=tmp_path)
+    one = newest_scores(tmp_path / "runs/squad/logs", "val/")
+    run_bertkit("validate", *args, "--ckpt_path=last", *TWO, cwd=tmp_path)
+    two = newest_scores(tmp_path / "runs/squad/logs", "val/")
+    assert set(one) >= {"val/exact_match", "val/f1"}
+    assert {k: one[k] for k in one if k != "val/loss"} == pytest.approx({k: two[k] for k in two if k != "val/loss"})
+
+    predict = [*args, "--ckpt_path=last", "--data.predict_file=dev.json"]
+    out = tmp_path / "runs/squad/predictions.jsonl"
+    run_bertkit("predict", *predict, cwd=tmp_path)
+    single = out.read_text()
+    run_bertkit("predict", *predict, *TWO, cwd=tmp_path)
+    assert out.read_text() == single and len(single.splitlines()) == 9
