@@ -1,5 +1,6 @@
 """The ``bertkit`` command: LightningCLI subcommands (fit, validate, test, predict), ``plugins``,
-and commands plugins register (``bertkit prepare``, ``bertkit vocab``).
+and commands plugins register (``bertkit prepare``, ``bertkit vocab``). Errors a user can fix
+(bad files, settings, Lightning's misconfiguration) end as one ``bertkit: error:`` line, exit 2.
 
 Plugins (entry points and a recipe's ``plugins:`` list) are loaded *before* the parser is built,
 so short ``class_path`` names of plugin heads resolve.
@@ -14,14 +15,28 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
-from jsonargparse import CLI
-from pytorch_lightning.callbacks import ModelCheckpoint
+from jsonargparse import CLI, ArgumentError
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning_fabric.utilities.exceptions import MisconfigurationException
+from pytorch_lightning import Trainer
 from pytorch_lightning.cli import LightningCLI
+from typing_extensions import override
 
+from bertkit.checkpoints import AtomicCheckpointIO, check_checkpoint, newest_last, recorded_best
+from bertkit.console import quiet
 from bertkit.data import BertDataModule
+from bertkit.guide import (
+    LIGHTNING_COMMANDS,
+    check_head,
+    config_files,
+    option_value,
+    overview,
+    read_recipe,
+    require_recipe,
+)
 from bertkit.module import BertModule
 from bertkit.plugins import PluginError, describe, load_modules, plugin_manager, registered
+from bertkit.summary import fit_summary
 
 DEBUG_ENV = "BERTKIT_DEBUG"
 
@@ -33,47 +48,33 @@ def recipe_plugins(args: list[str]) -> list[str]:
         FileNotFoundError: a named config file does not exist.
         ValueError: a config file is not a YAML mapping, or ``plugins`` is not a list.
     """
-    files = []
-    for i, arg in enumerate(args):
-        if arg in ("--config", "-c") and i + 1 < len(args):
-            files.append(args[i + 1])
-        elif arg.startswith("--config="):
-            files.append(arg.split("=", 1)[1])
     names: list[str] = []
-    for name in files:
-        path = Path(name)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: config file not found")
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(config, dict):
-            raise ValueError(f"{path}: expected a YAML mapping at the top level")
-        listed = config.get("plugins") or []
+    for name in config_files(args):
+        listed = read_recipe(name).get("plugins") or []
         if not isinstance(listed, list):
-            raise ValueError(f"{path}: 'plugins' must be a list of module names, got {listed!r}")
+            raise ValueError(f"{name}: 'plugins' must be a list of module names, got {listed!r}")
         names += [n for n in listed if n not in names]
     return names
 
 
-def newest_last(checkpoint: ModelCheckpoint) -> Path | None:
-    """The newest ``last*.ckpt`` (``last.ckpt``, ``last-v1.ckpt`` …) in a checkpoint directory."""
-    found = sorted(Path(checkpoint.dirpath or ".").glob("last*.ckpt"), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
-
-
-def _best_from_last(checkpoint: ModelCheckpoint) -> str | None:
-    """``best_model_path`` recorded in the newest last checkpoint of an earlier run."""
-    last = newest_last(checkpoint)
-    if last is None:
-        return None
-    state = torch.load(last, map_location="cpu", weights_only=True).get("callbacks", {})
-    for key, value in state.items():
-        if key.startswith("ModelCheckpoint") and value.get("best_model_path"):
-            return value["best_model_path"]
-    return None
-
-
 class BertkitCLI(LightningCLI):
-    """LightningCLI with a ``plugins`` key and ``--ckpt_path best|last`` across processes."""
+    """LightningCLI with a ``plugins`` key, ``--ckpt_path best|last`` across processes, atomic
+    checkpoints, and a summary with plots when ``fit`` ends.
+
+    Args:
+        recipe_args: the command line (for the next commands the summary suggests).
+    """
+
+    def __init__(self, *args: Any, recipe_args: list[str] | None = None, **kwargs: Any) -> None:
+        self.recipe_args = recipe_args or []
+        super().__init__(*args, **kwargs)
+
+    @override
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        trainer = super().instantiate_trainer(**kwargs)
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
 
     def add_arguments_to_parser(self, parser: Any) -> None:
         parser.add_argument(
@@ -81,17 +82,29 @@ class BertkitCLI(LightningCLI):
         )
 
     def _resolve_ckpt_path(self) -> None:
+        """Turn ``best``/``last`` into a file (also from an earlier process); refuse to evaluate or
+        predict without a checkpoint, as the task head would be untrained (random).
+
+        Raises:
+            ValueError: no ``--ckpt_path``.
+            FileNotFoundError: ``best``/``last`` and no such checkpoint in the checkpoint folder.
+        """
         config = self.config_init[self.subcommand]
         wanted = config.get("ckpt_path")
-        checkpoint = self.trainer.checkpoint_callback
-        if wanted not in ("best", "last") or checkpoint is None or checkpoint.best_model_path:
-            return
-        path = _best_from_last(checkpoint) if wanted == "best" else newest_last(checkpoint)
-        if path is None or not Path(path).is_file():
-            raise FileNotFoundError(
-                f"--ckpt_path {wanted}: no checkpoint found in {checkpoint.dirpath} (run `bertkit fit` with this recipe first)"
+        if wanted is None:
+            raise ValueError(
+                f"no --ckpt_path for `bertkit {self.subcommand}`: the {type(self.model.head).__name__}'s layers would be "
+                "untrained (random). Pass --ckpt_path best, last or a .ckpt file from `bertkit fit` with this recipe."
             )
-        config["ckpt_path"] = str(path)
+        checkpoint = self.trainer.checkpoint_callback
+        if wanted in ("best", "last") and checkpoint is not None and not checkpoint.best_model_path:
+            path = recorded_best(checkpoint) if wanted == "best" else newest_last(checkpoint)
+            if path is None or not Path(path).is_file():
+                raise FileNotFoundError(
+                    f"--ckpt_path {wanted}: no checkpoint found in {checkpoint.dirpath} "
+                    "(run `bertkit fit` with this recipe first)"
+                )
+            config["ckpt_path"] = str(path)
 
     def before_validate(self) -> None:
         self._resolve_ckpt_path()
@@ -102,6 +115,10 @@ class BertkitCLI(LightningCLI):
     def before_predict(self) -> None:
         self._resolve_ckpt_path()
 
+    def after_fit(self) -> None:
+        if self.trainer.is_global_zero:
+            print(fit_summary(self.trainer, config_files(self.recipe_args)), flush=True)
+
 
 def cli_kwargs() -> dict[str, Any]:
     return dict(
@@ -109,6 +126,8 @@ def cli_kwargs() -> dict[str, Any]:
         datamodule_class=BertDataModule,
         save_config_kwargs={"overwrite": True},
         auto_configure_optimizers=False,
+        parser_kwargs={"exit_on_error": False},  # a short `bertkit: error:` instead of pages of usage
+        trainer_defaults={"log_every_n_steps": 10},  # learning curves with points within an epoch
     )
 
 
@@ -134,16 +153,29 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["plugins"]:
         return print_plugins(args[1:])
     commands = registered("register_commands")
+    if not args or args[0] in ("-h", "--help"):
+        print(overview(commands, Path("recipes").glob("*.yaml")))
+        return 0 if args else 2
     try:
-        if args and args[0] in commands:
-            CLI(commands[args[0]], args=args[1:], prog=f"bertkit {args[0]}")
+        if args[0] in commands:
+            CLI(commands[args[0]], args=args[1:], prog=f"bertkit {args[0]}", exit_on_error=False)
             return 0
+        if args[0] in LIGHTNING_COMMANDS:
+            require_recipe(args[0], args[1:])
         load_modules(recipe_plugins(args))
-        BertkitCLI(args=argv, **cli_kwargs())
-    except (FileNotFoundError, ValueError, PluginError) as err:
+        head = check_head(args, registered("register_heads"))
+        ckpt = option_value(args, "--ckpt_path")
+        if ckpt not in (None, "best", "last", "null"):
+            check_checkpoint(ckpt, head)  # before LightningCLI reads its hyper-parameters
+        quiet()
+        BertkitCLI(args=argv, recipe_args=args, **cli_kwargs())
+    except (FileNotFoundError, ValueError, ImportError, PluginError, MisconfigurationException, ArgumentError) as err:
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
             raise
-        print(f"bertkit: error: {err}\n(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        no_gpu = isinstance(err, MisconfigurationException) and "gpu" in str(err) and not torch.cuda.is_available()
+        hint = " (this machine has no CUDA GPU: --trainer.accelerator cpu or auto)" if no_gpu else ""
+        message = " ".join(str(err).split())  # one line, also for jsonargparse's indented messages
+        print(f"bertkit: error: {message}{hint}\n(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
         return 2
     return 0
 

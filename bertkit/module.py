@@ -206,7 +206,10 @@ class BertModule(pl.LightningModule):
         # mode would make inference tensors that a later fit's validation (no_grad) cannot update.
         with torch.inference_mode(False):
             metrics = self.head.compute_metrics(stage)
-        self.log_dict({f"{stage}/{k}": v for k, v in metrics.items()}, prog_bar=False)
+        checkpoint = self.trainer.checkpoint_callback
+        shown = checkpoint.monitor if checkpoint is not None else None  # the score the run selects on
+        for key, value in metrics.items():
+            self.log(f"{stage}/{key}", value, prog_bar=f"{stage}/{key}" == shown)
 
     @override
     def on_fit_start(self) -> None:

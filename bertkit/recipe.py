@@ -58,5 +58,5 @@ def compose(*configs: str | Path, overrides: dict[str, Any] | None = None) -> Co
     args += [_override(k, v) for k, v in (overrides or {}).items()]
     plugin_manager()  # entry points first: short class_path names must resolve
     load_modules(recipe_plugins(args))
-    cli = BertkitCLI(args=args, run=False, parser_kwargs={"exit_on_error": False}, **cli_kwargs())
+    cli = BertkitCLI(args=args, run=False, **cli_kwargs())
     return Composed(cli.model, cli.datamodule, cli.trainer)

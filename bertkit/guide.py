@@ -1,0 +1,145 @@
+"""What ``bertkit`` checks and says before LightningCLI builds its parser (which takes seconds and
+answers mistakes with pages of usage): the command overview of ``bertkit --help``, a missing
+recipe, and an unknown head name with the known ones and the closest match."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bertkit.heads import Head, import_class
+
+LIGHTNING_COMMANDS = {
+    "fit": "train a recipe (and validate each epoch)",
+    "validate": "score a checkpoint on the validation split",
+    "test": "score a checkpoint on the test split",
+    "predict": "write predictions of a checkpoint (PredictionWriter)",
+}
+
+
+def _first_line(obj: Any) -> str:
+    return (inspect.getdoc(obj) or "").split("\n", 1)[0].rstrip(".")
+
+
+def overview(commands: dict[str, Any], recipes: Iterable[Path]) -> str:
+    """The text of ``bertkit --help``: every command, plugin commands included, and the recipes
+    found under ``./recipes``."""
+    rows = {**LIGHTNING_COMMANDS, "plugins": "list plugins, their heads and commands (--json)"}
+    rows |= {name: _first_line(fn) for name, fn in sorted(commands.items())}
+    width = max(map(len, rows))
+    lines = ["usage: bertkit COMMAND [options]   (bertkit COMMAND --help for a command's options)", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, text in rows.items()]
+    found = sorted(str(p) for p in recipes)
+    if found:
+        lines += ["", "recipes (bertkit fit --config RECIPE):", *(f"  {r}" for r in found)]
+    lines += ["", "example: bertkit fit --config recipes/ner.yaml"]
+    return "\n".join(lines)
+
+
+def config_files(args: list[str]) -> list[str]:
+    """The files of every ``--config``/``-c`` in ``args``, in order."""
+    files = []
+    for i, arg in enumerate(args):
+        if arg in ("--config", "-c") and i + 1 < len(args):
+            files.append(args[i + 1])
+        elif arg.startswith("--config="):
+            files.append(arg.split("=", 1)[1])
+    return files
+
+
+def read_recipe(name: str) -> dict[str, Any]:
+    """A recipe file's top-level mapping.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: not YAML, or not a mapping at the top level.
+    """
+    path = Path(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: config file not found")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ValueError(f"{path}{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: expected a YAML mapping at the top level")
+    return config
+
+
+def require_recipe(command: str, args: list[str]) -> None:
+    """A Lightning command needs a recipe (or the head on the command line).
+
+    Raises:
+        ValueError: neither ``--config`` nor ``--model.head`` is given; the message lists the
+            recipes under ``./recipes``.
+    """
+    if any(a in ("-h", "--help") or a.startswith(("--config", "--model.head", "--print_config")) for a in args):
+        return
+    if "-c" in args:
+        return
+    found = sorted(str(p) for p in Path("recipes").glob("*.yaml"))
+    hint = f" (here: {', '.join(found)})" if found else ""
+    raise ValueError(f"no recipe given for `bertkit {command}`; pass --config RECIPE, e.g. recipes/ner.yaml{hint}")
+
+
+def option_value(args: list[str], option: str) -> str | None:
+    """The value of the last ``--option VALUE`` or ``--option=VALUE`` in ``args``."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(f"{option}="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _head_names(args: list[str]) -> list[tuple[str, str]]:
+    """``(head name, where it was given)`` from the command line and the recipes, last one wins."""
+    given: list[tuple[str, str]] = []
+    for name in config_files(args):
+        head = (read_recipe(name).get("model") or {}).get("head")
+        value = head.get("class_path") if isinstance(head, dict) else head
+        if isinstance(value, str):
+            given.append((value, f"{name}: model.head.class_path"))
+    for i, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        if key in ("--model.head", "--model.head.class_path"):
+            if not eq and i + 1 < len(args):
+                value = args[i + 1]
+            if value and not value.lstrip().startswith(("{", "class_path")):
+                given.append((value, key))
+    return given[-1:]
+
+
+def check_head(args: list[str], heads: dict[str, type]) -> str | None:
+    """The head a run names is a registered head or an importable ``Head`` subclass.
+
+    Returns:
+        Its name as given (None when neither the recipes nor the command line name one).
+
+    Raises:
+        ValueError: it is neither; the message names where it was given, the closest registered
+            name and all registered names.
+    """
+    for name, where in _head_names(args):
+        if name in heads:
+            continue
+        if "." in name:
+            try:
+                import_class(name, Head)
+                continue
+            except ValueError as err:
+                reason = str(err)
+        else:
+            reason = f"unknown head {name!r}"
+        close = difflib.get_close_matches(name.rpartition(".")[2], list(heads), n=1)
+        suggestion = f"; did you mean {close[0]}?" if close else ""
+        raise ValueError(f"{where}: {reason}{suggestion} Known heads: {', '.join(sorted(heads))}")
+    return next((name for name, _ in _head_names(args)), None)
