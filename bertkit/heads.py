@@ -37,6 +37,10 @@ class Head(nn.Module, HyperparametersMixin, ABC):
     learned: tuple[str, ...] = ()
     """Hyper-parameters ``prepare`` may fill from the training examples."""
 
+    onnx_outputs: tuple[str, ...] = ()
+    """Keys of ``forward``'s output that an ONNX export returns (logits per example or token);
+    empty: the head has no ONNX export."""
+
     hf_architecture: str = "BertModel"
     """The ``transformers`` class whose checkpoint ``hf_state_dict`` completes (``config.json``'s
     ``architectures``)."""
@@ -70,7 +74,12 @@ class Head(nn.Module, HyperparametersMixin, ABC):
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """This head's tensors under ``hf_architecture``'s key names (``cls.*`` for
-        ``BertForPreTraining``); empty when that class has no head of this kind."""
+        ``BertForPreTraining``, ``classifier.*`` …); empty when no ``transformers`` class computes
+        what this head computes (the export is then the encoder alone, with a warning)."""
+        return {}
+
+    def hf_config(self) -> dict[str, Any]:
+        """``config.json`` entries ``hf_architecture`` needs (``id2label``, ``problem_type`` …)."""
         return {}
 
     @abstractmethod

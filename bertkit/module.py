@@ -231,13 +231,21 @@ class BertModule(pl.LightningModule):
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write a Hugging Face format directory: ``config.json``, ``model.safetensors``,
-        ``tokenizer.json`` and ``vocab.txt``. With a head that exports tensors (the pre-training
-        head) it is a ``BertForPreTraining``-style checkpoint (``bert.`` + ``cls.*`` keys), else a
-        ``BertModel``; either loads as ``pretrained`` in any recipe. Files are replaced atomically.
+        ``tokenizer.json`` and ``vocab.txt``, for the ``transformers`` class of the head
+        (``Head.hf_architecture``: ``BertForTokenClassification``, ``…SequenceClassification``,
+        ``…QuestionAnswering``, ``…PreTraining``) with its labels in ``id2label``: the trained task
+        layer is kept. A head no such class computes (mean pooling) exports the encoder as a
+        ``BertModel``, with a warning. Any export loads as ``pretrained`` in any recipe. Files are
+        replaced atomically.
         """
         head_state = self.head.hf_state_dict() if self._head_built else {}
         architecture = self.head.hf_architecture if head_state else "BertModel"
-        save_encoder(self.encoder, directory, head_state, architecture)
+        if self._head_built and not head_state and any(True for _ in self.head.parameters()):
+            rank_zero_warn(
+                f"save_pretrained: {type(self.head).__name__} {dict(self.head.hparams)} has no transformers class; "
+                f"{directory} holds the encoder only (BertModel), without the trained task layer"
+            )
+        save_encoder(self.encoder, directory, head_state, architecture, self.head.hf_config() if head_state else {})
         self.tokenizer.save(directory)
 
     @override

@@ -2,9 +2,9 @@
 
 A model directory holds ``config.json`` and ``model.safetensors`` (preferred) or
 ``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``). Checkpoints of
-``BertFor*`` models carry a ``bert.`` prefix and ``cls.*`` pre-training heads: the prefix is
-stripped, the heads are left for objective plugins and reported, anything else unexpected is an
-error that names the keys.
+``BertFor*`` models carry a ``bert.`` prefix and their task layers (``cls.*`` of pre-training,
+``classifier.*``, ``qa_outputs.*``): the prefix is stripped, the task layers are returned and
+reported, anything else unexpected is an error that names the keys.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers older transformers versions saved; derived, never learned.
 _DERIVED = ("embeddings.position_ids",)
+# Key prefixes of the task layers of transformers' BertFor* classes.
+TASK_LAYERS = ("cls.", "classifier.", "qa_outputs.")
 
 
 def read_state_dict(directory: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
@@ -53,7 +55,7 @@ def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dic
     """Copy a directory's encoder weights into ``encoder`` (a ``BertEncoder``).
 
     Returns:
-        The checkpoint's ``cls.*`` pre-training head tensors (prefix kept), possibly empty.
+        The checkpoint's task-layer tensors (``TASK_LAYERS``, prefix kept), possibly empty.
 
     Raises:
         FileNotFoundError: no weight file.
@@ -64,7 +66,7 @@ def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dic
     state, heads = {}, {}
     for key, tensor in raw.items():
         key = key.removeprefix("bert.")
-        if key.startswith("cls."):
+        if key.startswith(TASK_LAYERS):
             heads[key] = tensor
         elif key not in _DERIVED:
             state[key] = tensor
@@ -85,7 +87,7 @@ def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dic
         log.warning("%s has no pooler weights; the pooler keeps its fresh initialisation", path)
     encoder.load_state_dict(state, strict=False)
     if heads:
-        log.info("%s: %d pre-training head tensors (cls.*) not used by the encoder", path, len(heads))
+        log.info("%s: %d task-layer tensors (%s) not used by the encoder", path, len(heads), _short(sorted(heads), 3))
     return heads
 
 
@@ -94,19 +96,21 @@ def save_encoder(
     directory: str | Path,
     head_state: dict[str, torch.Tensor] | None = None,
     architecture: str = "BertModel",
+    extra_config: dict | None = None,
 ) -> None:
     """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``.
 
     Args:
         encoder: a ``BertEncoder``.
         directory: created if missing.
-        head_state: extra tensors of a ``BertFor*`` checkpoint (``cls.*``); with them the encoder's
-            keys get the ``bert.`` prefix, as ``transformers`` saves such models.
+        head_state: the task layers of a ``BertFor*`` checkpoint (``cls.*``, ``classifier.*`` …);
+            with them the encoder's keys get the ``bert.`` prefix, as ``transformers`` saves them.
         architecture: ``config.json``'s ``architectures`` entry.
+        extra_config: more ``config.json`` entries (``id2label``, ``problem_type`` …).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    config = {**encoder.config.to_dict(), "architectures": [architecture]}
+    config = {**encoder.config.to_dict(), **(extra_config or {}), "architectures": [architecture]}
     with atomic_path(directory / "config.json") as tmp:
         tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     prefix = "bert." if head_state else ""

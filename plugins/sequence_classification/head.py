@@ -146,6 +146,25 @@ class SequenceClassificationHead(Head):
             return (self._examples_seen - counts).clamp(min=0.0) / counts
         return counts.sum() / (len(hp.labels) * counts)
 
+    hf_architecture = "BertForSequenceClassification"
+    onnx_outputs = ("logits",)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """``classifier.*`` (on the pooler, as transformers computes it); none for mean pooling."""
+        if self.hparams.pooling != "cls":
+            return {}
+        return {f"classifier.{k}": v for k, v in self.classifier.state_dict().items()}
+
+    def hf_config(self) -> dict[str, Any]:
+        hp = self.hparams
+        problem = {"single_label": "single_label_classification", "multi_label": "multi_label_classification"}
+        labels = hp.labels if hp.problem_type != "regression" else ["score"]
+        return {
+            "problem_type": problem.get(hp.problem_type, "regression"),
+            "id2label": dict(enumerate(labels)),
+            "label2id": {label: i for i, label in enumerate(labels)},
+        }
+
     def build(self, config: BertConfig) -> None:
         hp = self.hparams
         num_outputs = 1 if hp.problem_type == "regression" else len(hp.labels)

@@ -60,6 +60,16 @@ class TokenTaggingHead(Head):
         self.tag_ids = {t: i for i, t in enumerate(self.tags)}
         self.metrics = nn.ModuleDict({stage: EntityF1(self.tags) for stage in ("val", "test")})
 
+    hf_architecture = "BertForTokenClassification"
+    onnx_outputs = ("logits",)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        return {f"classifier.{k}": v for k, v in self.classifier.state_dict().items()}
+
+    def hf_config(self) -> dict[str, Any]:
+        """IOB2 tags by id (``O``, ``B-PER`` …)."""
+        return {"id2label": dict(enumerate(self.tags)), "label2id": {t: i for i, t in enumerate(self.tags)}}
+
     def build(self, config: BertConfig) -> None:
         self.dropout = nn.Dropout(self.hparams.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, len(self.tags))

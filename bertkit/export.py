@@ -1,0 +1,112 @@
+"""``bertkit export``: a trained checkpoint as a Hugging Face directory (the head's
+``transformers`` task class, ``BertModule.save_pretrained``) and as ONNX for inference, checked
+against bertkit with onnxruntime before it is kept.
+
+The ONNX graph is ``torch.onnx.export(dynamo=True)`` of the padded encoder and the head: inputs
+``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, (batch, sequence), both axes
+dynamic), outputs the head's logits (``logits``; ``start_logits`` and ``end_logits`` for
+question answering).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from bertkit.io import atomic_path
+from bertkit.module import BertModule
+
+log = logging.getLogger(__name__)
+
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class _Logits(nn.Module):
+    """Positional inputs -> the head's logits, on the padded encoder path (static control flow)."""
+
+    def __init__(self, model: BertModule, outputs: list[str]) -> None:
+        super().__init__()
+        self.model, self.outputs = model, outputs
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        encoded = self.model.encoder(**batch, cls_only=self.model.head.reads_cls_only, unpad=False)
+        out = self.model.head(encoded, batch)
+        return tuple(out[name] for name in self.outputs)
+
+
+def _sample(model: BertModule, sizes: tuple[int, int], seed: int) -> dict[str, torch.Tensor]:
+    """Random token ids (B, T) with one shorter row, the shapes an exported graph must handle."""
+    g = torch.Generator().manual_seed(seed)
+    B, T = sizes
+    ids = torch.randint(1000, model.tokenizer.vocab_size, (B, T), generator=g)
+    mask = torch.ones_like(ids)
+    mask[-1, T // 2 :] = 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
+
+
+def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) -> float:
+    """Write ``model`` as ONNX to ``path`` (atomically) after checking it with onnxruntime.
+
+    Returns:
+        The largest absolute difference between onnxruntime's and bertkit's logits (fp32) on a
+        batch of another shape than the one traced, at real (non-padding) positions.
+
+    Raises:
+        ValueError: the head has no per-example or per-token logits to export (pre-training), or
+            the check exceeds ``tolerance`` (nothing is written then).
+        ImportError: onnxruntime or onnxscript is missing (``pip install bertkit[onnx]``).
+    """
+    import onnxruntime
+
+    outputs = list(model.head.onnx_outputs)
+    if not outputs:
+        raise ValueError(f"{type(model.head).__name__} has no logits to export to ONNX (use the Hugging Face export)")
+    wrapper = _Logits(model.eval().float(), outputs).eval()
+    example = _sample(model, (2, 16), seed=0)
+    dynamic = {name: {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC} for name in INPUTS}
+    with atomic_path(path) as tmp:
+        torch.onnx.export(
+            wrapper, tuple(example[k] for k in INPUTS), str(tmp), input_names=list(INPUTS), output_names=outputs,
+            dynamic_shapes=dynamic, dynamo=True, verbose=False,
+        )  # fmt: skip
+        check = _sample(model, (3, 24), seed=1)
+        session = onnxruntime.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
+        got = session.run(outputs, {k: check[k].numpy() for k in INPUTS})
+        with torch.no_grad():
+            want = wrapper(*(check[k] for k in INPUTS))
+        real = check["attention_mask"].bool()
+        worst = 0.0
+        for name, ours, theirs in zip(outputs, want, got):
+            diff = (torch.from_numpy(theirs) - ours).abs()
+            per_token = ours.dim() == 3 or name != "logits"  # (B, T, C) tags, (B, T) span ends; else (B, C)
+            worst = max(worst, float((diff[real] if per_token else diff).max()))
+        if worst > tolerance:
+            raise ValueError(f"{path}: ONNX logits differ from bertkit's by {worst:.2e} (> {tolerance}); not written")
+    return worst
+
+
+def export(checkpoint: str, output: str, onnx: bool = True) -> None:
+    """Export a checkpoint of ``bertkit fit`` for inference elsewhere: ``OUTPUT`` becomes a Hugging
+    Face directory that the head's ``transformers`` class loads (``BertForTokenClassification`` …,
+    with ``id2label``), plus ``model.onnx`` checked against bertkit with onnxruntime.
+
+    Args:
+        checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
+        output: the directory to write (files in it are replaced atomically).
+        onnx: also write ``model.onnx``.
+    """
+    from bertkit.checkpoints import check_checkpoint
+
+    check_checkpoint(checkpoint, None)
+    model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
+    model.save_pretrained(output)
+    print(f"wrote {output} ({model.head.hf_architecture if model.head.hf_state_dict() else 'BertModel'})")
+    if onnx:
+        worst = export_onnx(model, Path(output) / "model.onnx")
+        print(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")

@@ -1,0 +1,132 @@
+"""Exports keep what was trained: each head's ``save_pretrained`` directory loads as the matching
+``transformers`` task class with its labels, and gives the logits bertkit gives."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+from bertkit_plugins.question_answering import QuestionAnsweringHead
+from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.token_tagging import TokenTaggingHead
+
+from bertkit import BertModule
+
+TEXTS = ["Peter Blackburn flew to Oslo.", "EU rejects German call to boycott British lamb .", "Fine."]
+
+
+def tiny(head) -> BertModule:
+    torch.manual_seed(0)
+    model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2").eval()
+    with torch.no_grad():  # fresh heads start at zero bias: make every tensor count
+        for p in model.head.parameters():
+            p.normal_(0, 0.5)
+    return model
+
+
+def batch(model: BertModule) -> dict[str, torch.Tensor]:
+    encoded = model.tokenizer.encode_batch(TEXTS, max_length=32)
+    longest = max(len(e.input_ids) for e in encoded)
+    ids = torch.tensor([e.input_ids + [0] * (longest - len(e.input_ids)) for e in encoded])
+    return {
+        "input_ids": ids,
+        "token_type_ids": torch.zeros_like(ids),
+        "attention_mask": torch.tensor([[1] * len(e.input_ids) + [0] * (longest - len(e.input_ids)) for e in encoded]),
+    }
+
+
+CASES = {
+    "token": (TokenTaggingHead(entity_types=["PER", "LOC"]), transformers.BertForTokenClassification),
+    "sequence": (SequenceClassificationHead(labels=["neg", "neu", "pos"]), transformers.BertForSequenceClassification),
+    "multi_label": (
+        SequenceClassificationHead(problem_type="multi_label", labels=["a", "b"]),
+        transformers.BertForSequenceClassification,
+    ),
+    "qa": (QuestionAnsweringHead(), transformers.BertForQuestionAnswering),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_export_loads_as_the_task_class_with_identical_logits(name, tmp_path):
+    head, cls = CASES[name]
+    model = tiny(head)
+    inputs = batch(model)
+    with torch.no_grad():
+        ours = model(inputs)
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["architectures"] == [cls.__name__]
+    hf, info = cls.from_pretrained(tmp_path, output_loading_info=True, attn_implementation="eager")
+    assert not info["missing_keys"], info
+    with torch.no_grad():
+        theirs = hf.eval()(**inputs)
+    real = inputs["attention_mask"].bool()
+    if name == "qa":
+        for key in ("start_logits", "end_logits"):
+            shown = ours[key] > -1e4  # bertkit masks padding (and nothing else of a plain batch)
+            assert torch.equal(shown, real)
+            torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
+        return
+    if name == "token":
+        assert hf.config.id2label == dict(enumerate(model.head.tags))
+        torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
+        return
+    assert list(hf.config.id2label.values()) == model.head.hparams.labels
+    assert hf.config.problem_type == f"{model.head.hparams.problem_type}_classification"
+    torch.testing.assert_close(ours["logits"], theirs.logits, atol=1e-5, rtol=1e-4)
+
+
+def test_mean_pooling_exports_the_encoder_with_a_warning(tmp_path):
+    model = tiny(SequenceClassificationHead(labels=["a", "b"], pooling="mean"))
+    with pytest.warns(UserWarning, match="without the trained task layer"):
+        model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["architectures"] == ["BertModel"]
+
+
+def test_a_task_export_is_a_pretrained_encoder_for_another_recipe(tmp_path):
+    model = tiny(TokenTaggingHead(entity_types=["PER"]))
+    model.save_pretrained(tmp_path)
+    again = BertModule(SequenceClassificationHead(labels=["a", "b"]), pretrained=str(tmp_path))
+    for key, value in model.encoder.state_dict().items():
+        assert torch.equal(again.encoder.state_dict()[key], value), key
+
+
+@pytest.mark.parametrize("name", ["token", "sequence", "qa"])
+def test_onnx_export_matches_bertkit(name, tmp_path):
+    from bertkit.export import export_onnx
+
+    head, _ = CASES[name]
+    worst = export_onnx(tiny(head), tmp_path / "model.onnx")
+    assert worst < 1e-4 and (tmp_path / "model.onnx").stat().st_size > 100_000
+
+
+def test_pretraining_head_has_no_onnx_export(tmp_path):
+    from bertkit_plugins.pretraining import PreTrainingHead
+
+    from bertkit.export import export_onnx
+
+    with pytest.raises(ValueError, match="PreTrainingHead has no logits to export"):
+        export_onnx(tiny(PreTrainingHead()), tmp_path / "model.onnx")
+    assert not list(tmp_path.iterdir())
+
+
+def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys):
+    import onnxruntime
+
+    from bertkit.cli import main
+
+    (best,) = [p for p in (sample_run / "runs/ner/checkpoints").glob("*.ckpt") if p.name != "last.ckpt"]
+    assert main(["export", str(best), str(tmp_path / "out")]) == 0
+    assert "onnxruntime vs bertkit" in capsys.readouterr().out
+    hf = transformers.BertForTokenClassification.from_pretrained(tmp_path / "out").eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(tmp_path / "out")
+    inputs = tokenizer(TEXTS, padding=True, return_tensors="pt")
+    session = onnxruntime.InferenceSession(str(tmp_path / "out/model.onnx"))
+    (onnx_logits,) = session.run(["logits"], {k: v.numpy() for k, v in inputs.items()})
+    with torch.no_grad():
+        logits = hf(**inputs).logits
+    real = inputs["attention_mask"].bool()
+    torch.testing.assert_close(torch.from_numpy(onnx_logits)[real], logits[real], atol=1e-4, rtol=1e-4)
+    assert hf.config.id2label[1].startswith(("B-", "I-"))
