@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bertkit.io import atomic_path
 
-PER_TYPE = re.compile(r"/(?:f1|precision|recall)_")  # val/f1_PER …: plotted as bars, not curves
+# val/f1_PER, val/f1_positive …: plotted as bars, not curves (f1_macro/f1_micro are curves)
+PER_TYPE = re.compile(r"/(?:f1|precision|recall)_(?!macro$|micro$)")
 
 
 def read_metrics(metrics_csv: str | Path) -> dict[str, list[tuple[int, float]]]:
@@ -60,11 +61,12 @@ def write_plots(metrics_csv: str | Path) -> list[Path]:
         written.append(Path(metrics_csv).with_name("learning_curves.png"))
         _save(figure, written[-1])
         plt.close(figure)
-    per_type = {k.rpartition("_")[2]: v[-1][1] for k, v in series.items() if k.startswith("val/f1_")}
+    per_type = {k.removeprefix("val/f1_"): v[-1][1] for k, v in series.items() if k.startswith("val/f1_")}
+    per_type = {k: v for k, v in per_type.items() if k not in ("macro", "micro")}  # averages, not types
     if per_type:
         figure, ax = plt.subplots(figsize=(1.2 * len(per_type) + 2, 3.5))
         ax.bar(list(per_type), list(per_type.values()))
-        ax.set(ylim=(0, 1), ylabel="F1", title="validation F1 per type (last epoch)")
+        ax.set(ylim=(0, 1), ylabel="F1", title="validation F1 per type or label (last epoch)")
         written.append(Path(metrics_csv).with_name("per_type.png"))
         _save(figure, written[-1])
         plt.close(figure)

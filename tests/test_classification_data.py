@@ -189,3 +189,17 @@ def test_real_glue_files_read_completely():
     assert {e.label for e in train} == {"0", "1"} and all(e.text and e.text_pair for e in train)
     nli = SequenceClassificationHead(text_column="sentence1", text_pair_column="sentence2")
     assert [len(nli.read(rte / f)) for f in ("train.jsonl", "validation.jsonl")] == [2490, 277]
+
+
+def test_single_label_metrics_report_f1_per_label():
+    from bertkit_plugins.sequence_classification.metrics import ClassificationMetrics
+
+    metrics = ClassificationMetrics("single_label", 3, labels=["neg", "neu", "pos"])
+    logits = torch.eye(3)[[0, 0, 1, 2, 2, 2]]  # predictions 0 0 1 2 2 2
+    metrics.update(logits, torch.tensor([0, 1, 1, 2, 2, 0]))
+    values = metrics.compute()
+    # neg: tp 1, fp 1, fn 1 -> 0.5; neu: tp 1, fn 1 -> 2/3; pos: tp 2, fp 1 -> 0.8
+    assert {k: round(float(v), 4) for k, v in values.items() if k.startswith("f1_") and k != "f1_macro"} == {
+        "f1_neg": 0.5, "f1_neu": 0.6667, "f1_pos": 0.8,
+    }  # fmt: skip
+    assert abs(float(values["f1_macro"]) - (0.5 + 2 / 3 + 0.8) / 3) < 1e-6

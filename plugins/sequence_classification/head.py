@@ -184,7 +184,7 @@ class SequenceClassificationHead(Head):
         positive = self.positive_index()
         self.metrics = nn.ModuleDict(
             {
-                stage: ClassificationMetrics(hp.problem_type, num_outputs, positive, hp.threshold)
+                stage: ClassificationMetrics(hp.problem_type, num_outputs, positive, hp.threshold, hp.labels)
                 for stage in ("val", "test")
             }
         )

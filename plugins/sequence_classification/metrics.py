@@ -1,7 +1,8 @@
 """torchmetrics for each problem type, with the names GLUE reports.
 
 - single_label: ``accuracy``, ``f1_macro``, ``mcc`` (Matthews, CoLA's metric); with two labels
-  also ``f1`` of the positive label (MRPC, QQP).
+  also ``f1`` of the positive label (MRPC, QQP); with ``labels``, ``f1_<label>`` for each label
+  (plotted per label after fit).
 - multi_label: ``exact_match`` (every label right), ``f1_macro``, ``f1_micro``.
 - regression: ``pearson``, ``spearman`` (STS-B), ``mse``.
 """
@@ -29,11 +30,19 @@ class ClassificationMetrics(nn.Module):
         num_labels: number of labels (ignored for regression).
         positive_index: the positive label's index for binary ``f1`` (two labels only).
         threshold: probability at or above which a multi-label label is predicted.
+        labels: label names, for the per-label ``f1_<label>`` (single_label only).
     """
 
-    def __init__(self, problem_type: str, num_labels: int, positive_index: int = 1, threshold: float = 0.5) -> None:
+    def __init__(
+        self,
+        problem_type: str,
+        num_labels: int,
+        positive_index: int = 1,
+        threshold: float = 0.5,
+        labels: list[str] | None = None,
+    ) -> None:
         super().__init__()
-        self.problem_type, self.positive_index = problem_type, positive_index
+        self.problem_type, self.positive_index, self.labels = problem_type, positive_index, labels
         if problem_type == "single_label":
             metrics = {
                 "accuracy": MulticlassAccuracy(num_labels, average="micro"),
@@ -42,6 +51,8 @@ class ClassificationMetrics(nn.Module):
             }
             if num_labels == 2:
                 metrics["f1"] = BinaryF1Score()
+            if labels:
+                metrics["f1_per_label"] = MulticlassF1Score(num_labels, average="none")
         elif problem_type == "multi_label":
             metrics = {
                 "exact_match": MultilabelExactMatch(num_labels, threshold=threshold),
@@ -74,4 +85,6 @@ class ClassificationMetrics(nn.Module):
         values = {name: metric.compute() for name, metric in self.metrics.items()}
         for metric in self.metrics.values():
             metric.reset()
+        if "f1_per_label" in values:
+            values |= {f"f1_{label}": f1 for label, f1 in zip(self.labels, values.pop("f1_per_label"))}
         return values
