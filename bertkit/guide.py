@@ -140,6 +140,6 @@ def check_head(args: list[str], heads: dict[str, type]) -> str | None:
         else:
             reason = f"unknown head {name!r}"
         close = difflib.get_close_matches(name.rpartition(".")[2], list(heads), n=1)
-        suggestion = f"; did you mean {close[0]}?" if close else ""
-        raise ValueError(f"{where}: {reason}{suggestion} Known heads: {', '.join(sorted(heads))}")
+        suggestion = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(f"{where}: {reason}{suggestion}; known heads: {', '.join(sorted(heads))}")
     return next((name for name, _ in _head_names(args)), None)

@@ -8,8 +8,9 @@ from bertkit.plugins import registered
 from bertkit.tokenizer import BertTokenizer
 
 
-def resolve_pretrained(name_or_path: str) -> Path:
-    """Directory of a pretrained model given as a path or a registered name.
+def resolve_pretrained(name_or_path: str, field: str = "model.pretrained") -> Path:
+    """Directory of a pretrained model given as a path or a registered name; ``field`` names the
+    setting in errors.
 
     Raises:
         FileNotFoundError: neither an existing directory nor a registered name (the message lists
@@ -23,7 +24,7 @@ def resolve_pretrained(name_or_path: str) -> Path:
         return Path(known[name_or_path]())
     names = ", ".join(sorted(known)) or "none"
     raise FileNotFoundError(
-        f"pretrained={name_or_path!r} is not a directory nor a registered model name (registered: {names})"
+        f"{field}={name_or_path!r} is not a directory nor a registered model name (registered: {names})"
     )
 
 
@@ -37,4 +38,6 @@ def load_tokenizer(vocab: str | Path, lowercase: bool = True) -> BertTokenizer:
     path = Path(vocab).expanduser()
     if path.is_file():
         return BertTokenizer.from_vocab(path, lowercase)
-    return BertTokenizer.from_pretrained(resolve_pretrained(str(vocab)))
+    if path.suffix == ".txt":
+        raise FileNotFoundError(f"model.vocab_file={str(vocab)!r}: vocabulary file not found")
+    return BertTokenizer.from_pretrained(resolve_pretrained(str(vocab), "model.vocab_file"))

@@ -89,12 +89,12 @@ CASES = [
     Case(
         "head-typo",
         ["fit", "--config", NER, "--model.head", "TokenTagingHead"],
-        ["--model.head", "'TokenTagingHead'", "did you mean TokenTaggingHead"],
+        ["--model.head", "'TokenTagingHead'", "(did you mean TokenTaggingHead?)"],
     ),
     Case(
         "head-typo-in-recipe",
         ["fit", "--config", "r.yaml"],
-        ["r.yaml: model.head.class_path", "Known heads"],
+        ["r.yaml: model.head.class_path", "known heads: PreTrainingHead"],
         {"r.yaml": "model:\n  head:\n    class_path: SequenceClasificationHead\n"},
     ),
     Case("head-not-importable", ["fit", "--config", NER, "--model.head", "nowhere.Head"], ["'nowhere.Head'"]),
@@ -120,7 +120,7 @@ CASES = [
         ],
         ["unknown preset 'huge'"],
     ),
-    Case("tag-scheme", ner("--model.head.init_args.tag_scheme=IOB3"), ["tag_scheme='IOB3'"]),
+    Case("tag-scheme", ner("--model.head.init_args.tag_scheme=IOB3"), ["model.head.tag_scheme='IOB3'"]),
     Case(
         "classification-labels",
         sst2("--model.head.init_args.labels=[a,a]"),
@@ -128,7 +128,7 @@ CASES = [
         {"d/train.tsv": TSV_OK},
     ),
     # --- weights and tokenizers ---
-    Case("pretrained-missing", ["fit", "--config", NER, "--model.pretrained=nodir"], ["pretrained='nodir'"]),
+    Case("pretrained-missing", ["fit", "--config", NER, "--model.pretrained=nodir"], ["model.pretrained='nodir'"]),
     Case(
         "pretrained-no-weights",
         ["fit", "--config", NER, "--model.pretrained=m"],
@@ -154,7 +154,7 @@ CASES = [
     Case(
         "vocab-missing",
         ["fit", "--config", NER, "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=nope.txt"],
-        ["nope.txt"],
+        ["model.vocab_file='nope.txt': vocabulary file not found"],
     ),
     # --- checkpoints ---
     Case(

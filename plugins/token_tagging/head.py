@@ -52,9 +52,9 @@ class TokenTaggingHead(Head):
     ) -> None:
         super().__init__()
         if tag_scheme not in SCHEMES:
-            raise ValueError(f"tag_scheme={tag_scheme!r}: expected one of {', '.join(SCHEMES)}")
+            raise ValueError(f"model.head.tag_scheme={tag_scheme!r}: expected one of {', '.join(SCHEMES)}")
         if not entity_types or len(set(entity_types)) != len(entity_types):
-            raise ValueError(f"entity_types={entity_types!r}: expected a non-empty list of distinct types")
+            raise ValueError(f"model.head.entity_types={entity_types!r}: expected a non-empty list of distinct types")
         self.save_hyperparameters()
         self.tags = ["O"] + [f"{p}-{t}" for t in entity_types for p in ("B", "I")]
         self.tag_ids = {t: i for i, t in enumerate(self.tags)}
