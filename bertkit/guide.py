@@ -23,7 +23,9 @@ LIGHTNING_COMMANDS = {
 
 
 def _first_line(obj: Any) -> str:
-    return (inspect.getdoc(obj) or "").split("\n", 1)[0].rstrip(".")
+    """The first sentence of a docstring, on one line, without reST markup."""
+    paragraph = " ".join((inspect.getdoc(obj) or "").split("\n\n", 1)[0].split())
+    return paragraph.replace("``", "").split(": ", 1)[0].split(". ", 1)[0].rstrip(".")
 
 
 def overview(commands: dict[str, Any], recipes: Iterable[Path]) -> str:

@@ -282,3 +282,12 @@ def test_bad_input_is_one_clear_error(case, in_tmp, capsys):
     assert "Traceback" not in err
     for expected in case.expect:
         assert expected in message, f"{expected!r} not in {message!r}"
+
+
+def test_help_lists_every_command_and_the_recipes(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    commands = [line.split()[0] for line in out.split("commands:")[1].split("\n\n")[0].strip().splitlines()]
+    assert commands == ["fit", "validate", "test", "predict", "plugins", "export", "prepare", "vocab"]
+    assert "  recipes/ner.yaml" in out and "  recipes/squad_v2.yaml" in out
