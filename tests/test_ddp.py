@@ -33,15 +33,21 @@ def ner_run(sample_run, tmp_path):
     return tmp_path
 
 
-def test_ner_validate_and_predict_on_two_processes_match_one(ner_run):
+@pytest.mark.parametrize("stage", ["validate", "test"])
+def test_ner_scores_on_two_processes_match_one(ner_run, stage):
     args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
-    run_bertkit("validate", *args, cwd=ner_run)
-    one = newest_scores(ner_run / "runs/ner/logs", "val/")
-    run_bertkit("validate", *args, *TWO, cwd=ner_run)
-    two = newest_scores(ner_run / "runs/ner/logs", "val/")
-    assert one.keys() == two.keys() and "val/f1_PER" in one
-    assert all(abs(one[k] - two[k]) < 1e-6 for k in ("val/f1", "val/precision", "val/recall", "val/f1_PER")), (one, two)
+    prefix = "val/" if stage == "validate" else "test/"
+    run_bertkit(stage, *args, cwd=ner_run)
+    one = newest_scores(ner_run / "runs/ner/logs", prefix)
+    run_bertkit(stage, *args, *TWO, cwd=ner_run)
+    two = newest_scores(ner_run / "runs/ner/logs", prefix)
+    assert one.keys() == two.keys() and f"{prefix}f1_PER" in one
+    scores = [f"{prefix}{k}" for k in ("f1", "precision", "recall", "f1_PER", "f1_MISC")]
+    assert all(abs(one[k] - two[k]) < 1e-6 for k in scores), (one, two)
 
+
+def test_ner_predict_on_two_processes_writes_what_one_does(ner_run):
+    args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
     out = ner_run / "runs/ner/predictions.jsonl"
     run_bertkit("predict", *args, cwd=ner_run)
     single = out.read_text()
@@ -73,3 +79,22 @@ def test_squad_windows_split_across_processes_give_the_same_answers(tmp_path):
     single = out.read_text()
     run_bertkit("predict", *predict, *TWO, cwd=tmp_path)
     assert out.read_text() == single and len(single.splitlines()) == 9
+
+
+def test_classification_scores_every_example_once_on_two_processes(tmp_path):
+    rng = random.Random(5)
+    words = ["good", "bad", "fine", "awful", "film", "plot", "the", "a"]
+    rows = ["sentence\tlabel"] + [f"{' '.join(rng.choices(words, k=rng.randint(2, 9)))}\t{i % 2}" for i in range(21)]
+    (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n")  # 21 rows: DistributedSampler would repeat one
+    args = [
+        "--config", str(ROOT / "recipes/sst2.yaml"), "--model.pretrained=null", "--model.preset=tiny",
+        "--model.vocab_file=all-MiniLM-L6-v2", f"--data.data_dir={tmp_path}", "--data.validation_file=train.tsv",
+        "--data.eval_batch_size=4", *QUIET,
+    ]  # fmt: skip
+    run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=tmp_path)
+    run_bertkit("validate", *args, "--ckpt_path=last", cwd=tmp_path)
+    one = newest_scores(tmp_path / "runs/sst2/logs", "val/")
+    run_bertkit("validate", *args, "--ckpt_path=last", *TWO, cwd=tmp_path)
+    two = newest_scores(tmp_path / "runs/sst2/logs", "val/")
+    assert {"val/accuracy", "val/f1", "val/mcc", "val/f1_0", "val/f1_1"} <= set(one)
+    assert {k: one[k] for k in one if k != "val/loss"} == pytest.approx({k: two[k] for k in two if k != "val/loss"})
