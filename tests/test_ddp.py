@@ -27,6 +27,17 @@ def newest_scores(logs: Path, prefix: str) -> dict[str, float]:
     return {k: float(v) for row in rows for k, v in row.items() if k.startswith(prefix) and v}
 
 
+def fit_then_validate_on_one_and_two(args: list[str], cwd: Path, run: str) -> tuple[dict, dict]:
+    """Fit two steps, then the validation scores of ``last.ckpt`` on 1 and on 2 processes
+    (without ``val/loss``: a mean of per-process means, not the 1-process mean)."""
+    run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=cwd)
+    scores = []
+    for processes in ([], TWO):
+        run_bertkit("validate", *args, "--ckpt_path=last", *processes, cwd=cwd)
+        scores.append({k: v for k, v in newest_scores(cwd / f"runs/{run}/logs", "val/").items() if k != "val/loss"})
+    return scores[0], scores[1]
+
+
 @pytest.fixture
 def ner_run(sample_run, tmp_path):
     shutil.copytree(sample_run / "runs", tmp_path / "runs")
@@ -65,13 +76,8 @@ def test_squad_windows_split_across_processes_give_the_same_answers(tmp_path):
         "--data.validation_file=dev.json", "--data.max_length=48", "--model.head.init_args.doc_stride=16",
         "--data.eval_batch_size=3", *QUIET,
     ]  # fmt: skip
-    run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=tmp_path)
-    run_bertkit("validate", *args, "--ckpt_path=last", cwd=tmp_path)
-    one = newest_scores(tmp_path / "runs/squad/logs", "val/")
-    run_bertkit("validate", *args, "--ckpt_path=last", *TWO, cwd=tmp_path)
-    two = newest_scores(tmp_path / "runs/squad/logs", "val/")
-    assert set(one) >= {"val/exact_match", "val/f1"}
-    assert {k: one[k] for k in one if k != "val/loss"} == pytest.approx({k: two[k] for k in two if k != "val/loss"})
+    one, two = fit_then_validate_on_one_and_two(args, tmp_path, "squad")
+    assert set(one) >= {"val/exact_match", "val/f1"} and one == pytest.approx(two)
 
     predict = [*args, "--ckpt_path=last", "--data.predict_file=dev.json"]
     out = tmp_path / "runs/squad/predictions.jsonl"
@@ -91,10 +97,5 @@ def test_classification_scores_every_example_once_on_two_processes(tmp_path):
         "--model.vocab_file=all-MiniLM-L6-v2", f"--data.data_dir={tmp_path}", "--data.validation_file=train.tsv",
         "--data.eval_batch_size=4", *QUIET,
     ]  # fmt: skip
-    run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=tmp_path)
-    run_bertkit("validate", *args, "--ckpt_path=last", cwd=tmp_path)
-    one = newest_scores(tmp_path / "runs/sst2/logs", "val/")
-    run_bertkit("validate", *args, "--ckpt_path=last", *TWO, cwd=tmp_path)
-    two = newest_scores(tmp_path / "runs/sst2/logs", "val/")
-    assert {"val/accuracy", "val/f1", "val/mcc", "val/f1_0", "val/f1_1"} <= set(one)
-    assert {k: one[k] for k in one if k != "val/loss"} == pytest.approx({k: two[k] for k in two if k != "val/loss"})
+    one, two = fit_then_validate_on_one_and_two(args, tmp_path, "sst2")
+    assert {"val/accuracy", "val/f1", "val/mcc", "val/f1_0", "val/f1_1"} <= set(one) and one == pytest.approx(two)
