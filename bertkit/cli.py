@@ -25,6 +25,7 @@ from typing_extensions import override
 from bertkit.checkpoints import AtomicCheckpointIO, check_checkpoint, newest_last, recorded_best
 from bertkit.console import quiet
 from bertkit.data import BertDataModule
+from bertkit.embed import embed
 from bertkit.export import export
 from bertkit.guide import (
     LIGHTNING_COMMANDS,
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     plugin_manager()
     if args[:1] == ["plugins"]:
         return print_plugins(args[1:])
-    commands = {"export": export, **registered("register_commands")}
+    commands = {"embed": embed, "export": export, **registered("register_commands")}
     if not args or args[0] in ("-h", "--help"):
         print(overview(commands, Path("recipes").glob("*.yaml")))
         return 0 if args else 2

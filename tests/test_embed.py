@@ -1,0 +1,75 @@
+"""``bertkit embed``: BERT's feature-based use (§5.3, Table 7) from the command line, checked
+against transformers' hidden states of the same model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+from safetensors import safe_open
+
+from bertkit.cli import main
+
+TEXTS = ["Peter Blackburn flew to Oslo.", "", "EU rejects German call to boycott British lamb ."]
+
+
+@pytest.fixture(scope="module")
+def reference(minilm_dir):
+    model = transformers.BertModel.from_pretrained(str(minilm_dir), attn_implementation="eager").eval()
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir))
+    with torch.no_grad():
+        states = [
+            model(**tokenizer(t, return_tensors="pt"), output_hidden_states=True).hidden_states for t in TEXTS if t
+        ]
+    return tokenizer, states
+
+
+def test_pooled_features_to_safetensors(tmp_path, reference, capsys):
+    _, states = reference
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
+    assert (
+        main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.safetensors"), "--features", "sum_last_four"]) == 0
+    )
+    assert "wrote 2 sum_last_four/mean features (384 dims)" in capsys.readouterr().out
+    with safe_open(tmp_path / "out.safetensors", "pt") as f:
+        features, meta = f.get_tensor("features"), f.metadata()
+    assert meta["sources"].splitlines() == [f"{tmp_path / 'in.txt'}:1", f"{tmp_path / 'in.txt'}:3"]
+    want = torch.stack([torch.stack(s[-4:]).sum(0)[0].mean(0) for s in states])
+    torch.testing.assert_close(features, want, atol=1e-4, rtol=1e-4)
+
+
+def test_token_features_to_jsonl(tmp_path, reference):
+    tokenizer, states = reference
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
+    args = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.jsonl"), "--features", "concat_last_four"]
+    assert main([*args, "--pooling", "tokens"]) == 0
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in records] == [t for t in TEXTS if t]
+    for record, s in zip(records, states):
+        want = torch.cat(s[-4:], dim=-1)[0]  # (T, 4H)
+        assert record["tokens"] == tokenizer.convert_ids_to_tokens(tokenizer(record["text"])["input_ids"])
+        torch.testing.assert_close(torch.tensor(record["features"]), want, atol=1e-4, rtol=1e-4)
+
+
+def test_long_lines_are_truncated_with_a_warning(tmp_path, caplog):
+    (tmp_path / "in.txt").write_text("word " * 50 + "\nshort\n")
+    assert (
+        main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "o.jsonl"), "--max_length", "16", "--pooling", "cls"])
+        == 0
+    )
+    assert "1 of 2 lines" in caplog.text and "truncated" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--pooling", "tokens"], "out.safetensors: --pooling tokens gives a matrix per line"),
+        (["--features", "third"], "features"),
+    ],
+)
+def test_bad_embed_options_are_one_line_errors(tmp_path, capsys, extra, message):
+    (tmp_path / "in.txt").write_text("text\n")
+    assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.safetensors"), *extra]) == 2
+    assert message in capsys.readouterr().err
