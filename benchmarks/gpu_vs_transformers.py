@@ -227,7 +227,8 @@ def run_bertkit(task: str, variant: dict, features: list[dict], args: argparse.N
 
     loader = torch.utils.data.DataLoader(
         features, batch_size=args.batch_size[task], shuffle=True, generator=torch.Generator().manual_seed(args.seed),
-        collate_fn=partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id), num_workers=2,
+        collate_fn=partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.head.pad_values),
+        num_workers=2,
         pin_memory=args.device == "cuda", persistent_workers=True,
     )  # fmt: skip
     warmup = args.warmup * (3 if variant.get("compile") else 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,23 +24,36 @@ from bertkit.heads import Batch, Feature
 log = logging.getLogger(__name__)
 
 DATA_ENV = "BERTKIT_DATA_DIR"
-# Per-key padding values; anything else pads with 0. -100 is ignored by cross-entropy.
-PAD_VALUES = {"labels": -100, "word_index": -1}
+# Padding values of the list keys the core knows (input_ids pads with the tokenizer's pad id);
+# -100 is ignored by cross-entropy, -1 is no word. Any other list key is padded with the value
+# its head declares in ``Head.pad_values``.
+PAD_VALUES = {"token_type_ids": 0, "labels": -100, "word_index": -1}
 
 
-def pad_batch(features: list[Feature], pad_token_id: int = 0) -> Batch:
+def pad_batch(features: list[Feature], pad_token_id: int = 0, pad_values: Mapping[str, int] | None = None) -> Batch:
     """Collate features: pad list-valued keys to their longest in the batch, stack numbers, keep
     other values (such as the example a feature came from) as a list.
 
     Adds ``attention_mask`` (B, T), 1 for real tokens. A list key becomes a (B, longest) tensor
-    padded with ``pad_token_id`` for ``input_ids``, -100 for ``labels``, -1 for ``word_index``,
-    else 0 (lists of equal length, such as multi-hot labels, are simply stacked).
+    padded with ``pad_token_id`` for ``input_ids``, ``PAD_VALUES`` for the core's keys and
+    ``pad_values`` (the head's ``Head.pad_values``) for any other (lists of equal length, such as
+    multi-hot labels, are padded by nothing).
+
+    Raises:
+        ValueError: a list key that is neither the core's nor in ``pad_values`` (padding with a
+            guessed value could claim a real index, such as word 0).
     """
     T = max(len(f["input_ids"]) for f in features)
+    values = {**PAD_VALUES, "input_ids": pad_token_id, **(pad_values or {})}
     batch: Batch = {}
     for key, first in features[0].items():
         if isinstance(first, list):
-            pad = pad_token_id if key == "input_ids" else PAD_VALUES.get(key, 0)
+            if key not in values:
+                raise ValueError(
+                    f"feature key {key!r} holds lists but has no padding value: declare it in the head's "
+                    f"pad_values (e.g. pad_values = {{{key!r}: -1}}); the core pads only {', '.join(sorted(PAD_VALUES))}"
+                )
+            pad = values[key]
             n = max(len(f[key]) for f in features)
             batch[key] = torch.tensor([f[key] + [pad] * (n - len(f[key])) for f in features])
         elif isinstance(first, (bool, int, float)):
@@ -415,7 +428,7 @@ class BertDataModule(pl.LightningDataModule):
             # The loader draws its workers' base seed from this generator, not from torch's global
             # one: dropout's random numbers stay where a checkpoint saved them (exact resume).
             generator=torch.Generator().manual_seed(hp.seed),
-            collate_fn=partial(pad_batch, pad_token_id=pad_id),
+            collate_fn=partial(pad_batch, pad_token_id=pad_id, pad_values=self._module().head.pad_values),
             num_workers=hp.num_workers,
             persistent_workers=hp.num_workers > 0,
             pin_memory=self.trainer is not None

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from pytorch_lightning.core.mixins import HyperparametersMixin
@@ -36,6 +37,11 @@ class Head(nn.Module, HyperparametersMixin, ABC):
 
     learned: tuple[str, ...] = ()
     """Hyper-parameters ``prepare`` may fill from the training examples."""
+
+    pad_values: ClassVar[Mapping[str, int]] = {}
+    """The padding value of each list-valued feature key beyond the core's (``input_ids``,
+    ``token_type_ids``, ``labels`` -100, ``word_index`` -1; ``bertkit.data.pad_batch``). A list key
+    without one is an error when batches are built, never a guessed 0."""
 
     onnx_outputs: tuple[str, ...] = ()
     """Keys of ``forward``'s output that an ONNX export returns (logits per example or token);

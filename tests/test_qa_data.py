@@ -186,7 +186,7 @@ def test_answer_in_a_later_window_is_labelled_and_found(tmp_path: Path, tokenize
         )
         assert f["token_type_ids"][f["start_positions"]] == 1
     # Logits that point at the answer in its window (and at [CLS] elsewhere) recover its text.
-    batch = pad_batch(features)
+    batch = pad_batch(features, pad_values=head.pad_values)
     start_logits = torch.zeros(batch["input_ids"].shape)
     end_logits = torch.zeros(batch["input_ids"].shape)
     rows = torch.arange(len(features))

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -79,6 +80,8 @@ class QuestionAnsweringHead(Head):
         self._pending: dict[str, dict[int, tuple[QAExample, list[dict]]]] = {"val": {}, "test": {}}
 
     hf_architecture = "BertForQuestionAnswering"
+    # Padding may neither start nor end an answer; its character offsets are never read.
+    pad_values: ClassVar[Mapping[str, int]] = {"may_start": 0, "may_end": 0, "char_start": 0, "char_end": 0}
     onnx_outputs = ("start_logits", "end_logits")
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
