@@ -413,11 +413,11 @@ class BertDataModule(pl.LightningDataModule):
         if train and hp.max_tokens:
             kwargs = dict(batch_sampler=self._token_budget(lengths))
         elif train:
-            grouped = LengthGroupedSampler(lengths, hp.batch_size, hp.seed)
-            kwargs = dict(
-                batch_size=hp.batch_size,
-                sampler=grouped if hp.group_by_length else EpochRandomSampler(len(lengths), hp.seed),
-            )
+            if hp.group_by_length:
+                sampler = LengthGroupedSampler(lengths, hp.batch_size, hp.seed)
+            else:
+                sampler = EpochRandomSampler(len(lengths), hp.seed)
+            kwargs = dict(batch_size=hp.batch_size, sampler=sampler)
         else:
             order = sorted(range(len(features)), key=lambda i: -lengths[i])
             world = self.trainer.world_size if self.trainer is not None else 1

@@ -43,15 +43,26 @@ def overview(commands: dict[str, Any], recipes: Iterable[Path]) -> str:
     return "\n".join(lines)
 
 
+def option_values(args: list[str], *names: str) -> list[str]:
+    """The values of every ``NAME VALUE`` or ``NAME=VALUE`` in ``args`` for the given option
+    names, in order."""
+    values = []
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            values.append(args[i + 1])
+        elif arg.partition("=")[0] in names and "=" in arg:
+            values.append(arg.partition("=")[2])
+    return values
+
+
+def option_value(args: list[str], option: str) -> str | None:
+    """The value of the last ``--option VALUE`` or ``--option=VALUE`` in ``args``."""
+    return (option_values(args, option) or [None])[-1]
+
+
 def config_files(args: list[str]) -> list[str]:
     """The files of every ``--config``/``-c`` in ``args``, in order."""
-    files = []
-    for i, arg in enumerate(args):
-        if arg in ("--config", "-c") and i + 1 < len(args):
-            files.append(args[i + 1])
-        elif arg.startswith("--config="):
-            files.append(arg.split("=", 1)[1])
-    return files
+    return option_values(args, "--config", "-c")
 
 
 def read_recipe(name: str) -> dict[str, Any]:
@@ -82,24 +93,11 @@ def require_recipe(command: str, args: list[str]) -> None:
         ValueError: neither ``--config`` nor ``--model.head`` is given; the message lists the
             recipes under ``./recipes``.
     """
-    if any(a in ("-h", "--help") or a.startswith(("--config", "--model.head", "--print_config")) for a in args):
-        return
-    if "-c" in args:
+    if any(a in ("-h", "--help", "-c") or a.startswith(("--config", "--model.head", "--print_config")) for a in args):
         return
     found = sorted(str(p) for p in Path("recipes").glob("*.yaml"))
     hint = f" (here: {', '.join(found)})" if found else ""
     raise ValueError(f"no recipe given for `bertkit {command}`; pass --config RECIPE, e.g. recipes/ner.yaml{hint}")
-
-
-def option_value(args: list[str], option: str) -> str | None:
-    """The value of the last ``--option VALUE`` or ``--option=VALUE`` in ``args``."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == option and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(f"{option}="):
-            value = arg.split("=", 1)[1]
-    return value
 
 
 def _head_names(args: list[str]) -> list[tuple[str, str]]:
