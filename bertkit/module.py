@@ -1,7 +1,8 @@
 """``BertModule``: the LightningModule holding the encoder, its tokenizer and a task head.
 
 Optimisation follows BERT (Devlin et al. 2019, §A.2; google-research/bert optimization.py):
-AdamW with weight decay 0.01 on all weights but biases and LayerNorm, linear warm-up then linear
+AdamW with weight decay 0.01 on all weights but biases and LayerNorm (chosen by shape, see
+``decays``), linear warm-up then linear
 decay to zero over the run; gradient clipping (1.0) is the trainer's ``gradient_clip_val``, applied
 by ``configure_gradient_clipping`` so that it also works with the fused AdamW under mixed precision.
 """
@@ -27,9 +28,14 @@ from bertkit.weights import save_encoder
 ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def no_decay(name: str) -> bool:
-    """Parameters exempt from weight decay: biases and LayerNorm (google-research/bert)."""
-    return name.endswith(".bias") or "LayerNorm" in name or "layer_norm" in name
+def decays(parameter: torch.Tensor) -> bool:
+    """Whether weight decay applies: to matrices (linear and embedding weights), not to vectors.
+
+    google-research/bert exempts biases and LayerNorm by name; in BERT those are exactly the
+    1-D parameters, and choosing by shape (as nanoGPT and MosaicML do) also exempts the norms of an
+    encoder that names them otherwise (``norm1``, ``ln_f``) instead of silently decaying them.
+    """
+    return parameter.ndim >= 2
 
 
 class BertModule(pl.LightningModule):
@@ -45,7 +51,7 @@ class BertModule(pl.LightningModule):
             tokenizer, or a registered model name (its tokenizer only, not its weights).
         lowercase: lower-case input of a fresh encoder's tokenizer.
         learning_rate: peak learning rate (after warm-up).
-        weight_decay: AdamW decoupled weight decay (not on biases/LayerNorm).
+        weight_decay: AdamW decoupled weight decay (on matrices; not on biases or norms).
         warmup_ratio: fraction of all optimizer steps spent warming up linearly from 0.
         adam_epsilon: AdamW epsilon.
         adam_betas: AdamW (beta1, beta2).
@@ -277,12 +283,12 @@ class BertModule(pl.LightningModule):
     @override
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
-        params = [(n, p) for n, p in self.named_parameters() if p.requires_grad]
+        params = [p for p in self.parameters() if p.requires_grad]
         groups = [
-            {"params": [p for n, p in params if not no_decay(n)], "weight_decay": hp.weight_decay},
-            {"params": [p for n, p in params if no_decay(n)], "weight_decay": 0.0},
+            {"params": [p for p in params if decays(p)], "weight_decay": hp.weight_decay},
+            {"params": [p for p in params if not decays(p)], "weight_decay": 0.0},
         ]
-        fused = params[0][1].device.type in ("cpu", "cuda")  # one fused kernel per step (transformers' default)
+        fused = params[0].device.type in ("cpu", "cuda")  # one fused kernel per step (transformers' default)
         optimizer = torch.optim.AdamW(
             groups, lr=hp.learning_rate, betas=tuple(hp.adam_betas), eps=hp.adam_epsilon, fused=fused
         )
