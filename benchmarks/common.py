@@ -2,8 +2,11 @@
 the timed bertkit fit, and the result file.
 
 Both sides use the same checkpoint, examples, max length, batch size, learning rate, warm-up
-ratio, weight decay (0.01), gradient clipping (1.0), epochs and seed. Throughput is real
+ratio, weight decay (0.01), gradient clipping (1.0), epochs and seed; the seed also sets bertkit's
+``data.seed`` (its batch order, as transformers' order follows its seed). Throughput is real
 (non-padding) tokens processed per second of training, with validation off on both sides.
+``--set KEY=VALUE`` changes one bertkit setting and ``--bertkit-only`` skips transformers: an
+ablation (``benchmarks/seeds.py`` runs them over seeds).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 from bertkit import Composed, compose
 from bertkit.io import atomic_path
@@ -31,13 +35,29 @@ def add_common_arguments(parser: argparse.ArgumentParser, epochs: int, lr: float
     parser.add_argument("--lr", type=float, default=lr)
     parser.add_argument("--warmup-ratio", type=float, default=0.1)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=42, help="seed_everything and bertkit's data.seed")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a bertkit override (YAML value), repeatable"
+    )
+    parser.add_argument("--bertkit-only", action="store_true", help="skip the transformers side")
+
+
+def overrides_from(pairs: list[str]) -> dict[str, Any]:
+    """``--set`` pairs as recipe overrides (``data.group_by_length=false`` -> {key: False})."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE, e.g. data.group_by_length=false")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 def compose_quiet(recipe: Path, args: argparse.Namespace, overrides: dict[str, Any]) -> Composed:
     """The recipe with the benchmark's settings, and no validation, checkpoints, logs or bars."""
     settings = {
         "seed_everything": args.seed,
+        "data.seed": args.seed,
         "data.batch_size": args.batch_size,
         "data.max_length": args.max_length,
         "model.warmup_ratio": args.warmup_ratio,
@@ -50,7 +70,7 @@ def compose_quiet(recipe: Path, args: argparse.Namespace, overrides: dict[str, A
     }
     if args.lr is not None:
         settings["model.learning_rate"] = args.lr
-    return compose(recipe, overrides=settings | overrides)
+    return compose(recipe, overrides=settings | overrides | overrides_from(args.set))
 
 
 def fit_bertkit(run: Composed, epochs: int) -> dict[str, Any]:
