@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,24 @@ def print_plugins(args: list[str]) -> int:
     return 0
 
 
+# jsonargparse's message for a value outside a Literal (also inside an Optional, or as a class_path's argument)
+PARSER_KEY = re.compile(r'Parser key "([^"]+)"')
+LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\]")
+GIVEN = re.compile(r"(?:Got|Given) value: (.*)$")
+
+
+def one_line(message: str) -> str:
+    """An error message on one line; a value outside a setting's choices as bertkit says it
+    everywhere else: ``model.head.tag_scheme='IOB3': expected one of IOB1, IOB2, BIOES``."""
+    message = " ".join(message.split())
+    choices, given = LITERAL.search(message), GIVEN.search(message)
+    if choices is None or given is None:
+        return message
+    key = ".".join(PARSER_KEY.findall(message))
+    allowed = ", ".join(c.strip(" '\"") for c in choices[1].split(","))
+    return f"{key}={given[1]!r}: expected one of {allowed}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``bertkit`` console script."""
     args = sys.argv[1:] if argv is None else list(argv)
@@ -176,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         no_gpu = isinstance(err, MisconfigurationException) and "gpu" in str(err) and not torch.cuda.is_available()
         hint = " (this machine has no CUDA GPU: --trainer.accelerator cpu or auto)" if no_gpu else ""
-        message = " ".join(str(err).split())  # one line, also for jsonargparse's indented messages
-        print(f"bertkit: error: {message}{hint}\n(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        print(f"bertkit: error: {one_line(str(err))}{hint}\n(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
         return 2
     return 0
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from bertkit.choices import check
 from bertkit.io import read_json
 
 # name -> (num_hidden_layers, hidden_size); heads = hidden/64, intermediate = 4 * hidden.
-PRESETS: dict[str, tuple[int, int]] = {
+Preset = Literal["tiny", "mini", "small", "medium", "base", "large"]
+PRESETS: dict[Preset, tuple[int, int]] = {
     "tiny": (2, 128),
     "mini": (4, 256),
     "small": (4, 512),
@@ -68,14 +70,13 @@ class BertConfig:
             raise ValueError(f"hidden_act {self.hidden_act!r}: expected gelu, gelu_new or relu")
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> BertConfig:
+    def preset(cls, name: Preset, **overrides: Any) -> BertConfig:
         """Config of a standard size: one of ``tiny mini small medium base large``.
 
         Raises:
             ValueError: unknown preset name.
         """
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}: expected one of {', '.join(PRESETS)}")
+        check("preset", name, Preset)
         layers, hidden = PRESETS[name]
         sizes = dict(
             num_hidden_layers=layers,

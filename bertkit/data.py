@@ -13,17 +13,19 @@ import os
 from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
+from bertkit.choices import check
 from bertkit.heads import Batch, Feature
 
 log = logging.getLogger(__name__)
 
 DATA_ENV = "BERTKIT_DATA_DIR"
+PredictFormat = Literal["auto", "text", "native"]
 # Padding values of the list keys the core knows (input_ids pads with the tokenizer's pad id);
 # -100 is ignored by cross-entropy, -1 is no word. Any other list key is padded with the value
 # its head declares in ``Head.pad_values``.
@@ -255,7 +257,7 @@ class BertDataModule(pl.LightningDataModule):
         validation_file: str | None = None,
         test_file: str | None = None,
         predict_file: str | None = None,
-        predict_format: str = "auto",
+        predict_format: PredictFormat = "auto",
         validation_split: float = 0.0,
         max_length: int = 128,
         batch_size: int = 32,
@@ -266,8 +268,7 @@ class BertDataModule(pl.LightningDataModule):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if predict_format not in ("auto", "text", "native"):
-            raise ValueError(f"data.predict_format={predict_format!r}: expected auto, text or native")
+        check("data.predict_format", predict_format, PredictFormat)
         if not 0.0 <= validation_split < 1.0:
             raise ValueError(f"data.validation_split={validation_split}: expected 0 <= validation_split < 1")
         if max_length < 8:

@@ -12,12 +12,11 @@ import torch
 from safetensors.torch import save_file
 
 from bertkit.io import atomic_path, text_lines, write_jsonl
-from bertkit.model import BertEncoder, token_features
+from bertkit.model import BertEncoder, Features, token_features
 from bertkit.tokenizer import BertTokenizer
 
 log = logging.getLogger(__name__)
 
-Features = Literal["last", "second_to_last", "sum_last_four", "concat_last_four"]
 Pooling = Literal["mean", "cls", "tokens"]
 
 

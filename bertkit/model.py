@@ -18,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bertkit.choices import check
 from bertkit.config import BertConfig
 from bertkit.unpad import Unpadded, packed_attention
 
@@ -342,10 +344,10 @@ class BertEncoder(nn.Module):
         save_encoder(self, directory)
 
 
-FEATURE_POOLINGS = ("last", "second_to_last", "sum_last_four", "concat_last_four")
+Features = Literal["last", "second_to_last", "sum_last_four", "concat_last_four"]
 
 
-def token_features(hidden_states: tuple[torch.Tensor, ...], how: str = "last") -> torch.Tensor:
+def token_features(hidden_states: tuple[torch.Tensor, ...], how: Features = "last") -> torch.Tensor:
     """Contextual token features from ``EncoderOutput.hidden_states`` (Devlin et al. 2019, §5.3).
 
     Args:
@@ -356,8 +358,7 @@ def token_features(hidden_states: tuple[torch.Tensor, ...], how: str = "last") -
     Raises:
         ValueError: unknown ``how``, or fewer than four blocks for the ``*_four`` options.
     """
-    if how not in FEATURE_POOLINGS:
-        raise ValueError(f"how={how!r}: expected one of {', '.join(FEATURE_POOLINGS)}")
+    check("how", how, Features)
     if how == "last":
         return hidden_states[-1]
     if how == "second_to_last":

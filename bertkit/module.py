@@ -17,7 +17,7 @@ import torch
 from pytorch_lightning.utilities import rank_zero_warn
 from typing_extensions import override
 
-from bertkit.config import BertConfig
+from bertkit.config import BertConfig, Preset
 from bertkit.heads import Batch, Head, head_from_spec
 from bertkit.model import BertEncoder
 from bertkit.pretrained import load_tokenizer, resolve_pretrained
@@ -70,7 +70,7 @@ class BertModule(pl.LightningModule):
         self,
         head: Head,
         pretrained: str | None = "all-MiniLM-L6-v2",
-        preset: str | None = None,
+        preset: Preset | None = None,
         vocab_file: str | None = None,
         lowercase: bool = True,
         learning_rate: float = 5e-5,
@@ -156,7 +156,7 @@ class BertModule(pl.LightningModule):
 
     @staticmethod
     def _build_encoder(
-        pretrained: str | None, preset: str | None, vocab_file: str | None, lowercase: bool
+        pretrained: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
     ) -> tuple[BertEncoder, BertTokenizer]:
         if pretrained is not None:
             directory = resolve_pretrained(pretrained)

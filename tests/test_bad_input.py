@@ -101,7 +101,11 @@ CASES = [
     Case("head-not-a-head", ["fit", "--config", NER, "--model.head", "collections.OrderedDict"], ["is not a"]),
     Case("key-typo", ner("--data.batchsize=8"), ["--data.batchsize"]),
     Case("value-type", ner("--data.batch_size=abc"), ["data.batch_size", "abc"]),
-    Case("predict-format", ner("--data.predict_format=xml"), ["data.predict_format='xml'"]),
+    Case(
+        "predict-format",
+        ner("--data.predict_format=xml"),
+        ["data.predict_format='xml': expected one of auto, text, native"],
+    ),
     Case("validation-split", ner("--data.validation_split=1.5"), ["data.validation_split=1.5"]),
     Case("max-length", ner("--data.max_length=4"), ["data.max_length=4"]),
     Case("max-tokens", ner("--data.max_tokens=0"), ["data.max_tokens=0"]),
@@ -118,9 +122,16 @@ CASES = [
             "--model.preset=huge",
             "--model.vocab_file=all-MiniLM-L6-v2",
         ],
-        ["unknown preset 'huge'"],
+        ["model.preset='huge': expected one of tiny, mini, small, medium, base, large"],
     ),
-    Case("tag-scheme", ner("--model.head.init_args.tag_scheme=IOB3"), ["model.head.tag_scheme='IOB3'"]),
+    Case(
+        "tag-scheme",
+        ner("--model.head.init_args.tag_scheme=IOB3"),
+        ["model.head.tag_scheme='IOB3': expected one of IOB1, IOB2, BIOES"],
+    ),
+    Case(
+        "pooling", sst2("--model.head.init_args.pooling=max"), ["model.head.pooling='max': expected one of cls, mean"]
+    ),
     Case(
         "classification-labels",
         sst2("--model.head.init_args.labels=[a,a]"),

@@ -198,7 +198,7 @@ def test_presets_and_features():
     config = BertConfig.preset("tiny", vocab_size=100)
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (2, 128, 2)
     assert BertConfig.preset("large").intermediate_size == 4096
-    with pytest.raises(ValueError, match="unknown preset"):
+    with pytest.raises(ValueError, match="preset='huge': expected one of tiny"):
         BertConfig.preset("huge")
     enc = BertEncoder(BertConfig.preset("mini", vocab_size=100)).eval()
     out = enc(torch.randint(0, 100, (2, 7)), output_hidden_states=True)

@@ -27,13 +27,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.pretraining.corpus import python_docs_corpus
-from bertkit_plugins.pretraining.instances import SENTENCE_TASKS
+from bertkit_plugins.pretraining.instances import SentenceTask
 from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking, maskable
 from bertkit_plugins.pretraining.prepare import prepare, vocab_fingerprint
 from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
 from torch import nn
 from torchmetrics import MeanMetric
 
+from bertkit.choices import check
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head, import_class
 from bertkit.io import text_lines
@@ -169,7 +170,7 @@ class PreTrainingHead(Head):
 
     def __init__(
         self,
-        sentence_task: str = "nsp",
+        sentence_task: SentenceTask = "nsp",
         masking: MaskingStrategy | None = None,
         dynamic_masking: bool = True,
         dupe_factor: int = 1,
@@ -180,8 +181,7 @@ class PreTrainingHead(Head):
         top_k: int = 5,
     ) -> None:
         super().__init__()
-        if sentence_task not in SENTENCE_TASKS:
-            raise ValueError(f"model.head.sentence_task={sentence_task!r}: expected one of {', '.join(SENTENCE_TASKS)}")
+        check("model.head.sentence_task", sentence_task, SentenceTask)
         if isinstance(masking, dict):  # rebuilt from a checkpoint's hyper-parameters
             masking = import_class(masking["class_path"], MaskingStrategy)(**masking.get("init_args", {}))
         self.masking = masking or TokenMasking()

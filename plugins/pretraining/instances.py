@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Literal
+
+from bertkit.choices import check
 
 Sentence = tuple[list[int], list[bool]]  # WordPiece ids, and whether each id starts a word
 Document = list[Sentence]
-SENTENCE_TASKS = ("nsp", "sop", "none")
+SentenceTask = Literal["nsp", "sop", "none"]
 
 
 @dataclass
@@ -71,7 +74,7 @@ def create_instances(
     index: int,
     max_seq_length: int,
     short_seq_prob: float,
-    sentence_task: str,
+    sentence_task: SentenceTask,
     rng: random.Random,
     cls_id: int,
     sep_id: int,
@@ -81,8 +84,7 @@ def create_instances(
     Raises:
         ValueError: ``sentence_task`` is not nsp, sop or none; NSP with a single document.
     """
-    if sentence_task not in SENTENCE_TASKS:
-        raise ValueError(f"sentence_task={sentence_task!r}: expected one of {', '.join(SENTENCE_TASKS)}")
+    check("sentence_task", sentence_task, SentenceTask)
     if sentence_task == "nsp" and len(documents) < 2:
         raise ValueError("next-sentence prediction needs at least two documents (negatives come from another one)")
     document = documents[index]

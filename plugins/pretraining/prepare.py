@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from bertkit_plugins.pretraining.corpus import read_documents
-from bertkit_plugins.pretraining.instances import SENTENCE_TASKS, Document, create_instances
+from bertkit_plugins.pretraining.instances import Document, SentenceTask, create_instances
 from bertkit_plugins.pretraining.masking import MaskingStrategy, maskable
 from bertkit_plugins.pretraining.shards import MANIFEST, write_manifest, write_shard
 
+from bertkit.choices import check
 from bertkit.pretrained import load_tokenizer
 from bertkit.tokenizer import BertTokenizer
 
@@ -113,7 +114,7 @@ def prepare(
     vocab: str | BertTokenizer = "all-MiniLM-L6-v2",
     lowercase: bool = True,
     max_seq_length: int = 128,
-    sentence_task: str = "nsp",
+    sentence_task: SentenceTask = "nsp",
     short_seq_prob: float = 0.1,
     dupe_factor: int = 1,
     static_masking: MaskingStrategy | None = None,
@@ -153,8 +154,7 @@ def prepare(
         FileExistsError: a split is already prepared and ``overwrite`` is false.
         ValueError: bad settings, or a split's shard with NSP holds a single document.
     """
-    if sentence_task not in SENTENCE_TASKS:
-        raise ValueError(f"sentence_task={sentence_task!r}: expected one of {', '.join(SENTENCE_TASKS)}")
+    check("sentence_task", sentence_task, SentenceTask)
     if not 0.0 <= holdout < 1.0:
         raise ValueError(f"holdout={holdout}: expected 0 <= holdout < 1")
     if max_seq_length < 8 or dupe_factor < 1 or documents_per_shard < 2:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +17,7 @@ from bertkit_plugins.sequence_classification.metrics import ClassificationMetric
 from bertkit_plugins.sequence_classification.readers import (
     Column,
     Example,
+    Quoting,
     file_format,
     read_jsonl,
     read_lines,
@@ -24,14 +25,15 @@ from bertkit_plugins.sequence_classification.readers import (
 )
 from torch import nn
 
+from bertkit.choices import check
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
-PROBLEM_TYPES = ("single_label", "multi_label", "regression")
-POOLING = ("cls", "mean")
-FORMATS = ("auto", "tsv", "csv", "jsonl")
+ProblemType = Literal["single_label", "multi_label", "regression"]
+Pooling = Literal["cls", "mean"]
+FileFormat = Literal["auto", "tsv", "csv", "jsonl"]
 
 
 def _label_order(labels: set[str]) -> list[str]:
@@ -78,29 +80,29 @@ class SequenceClassificationHead(Head):
 
     def __init__(
         self,
-        problem_type: str = "single_label",
+        problem_type: ProblemType = "single_label",
         labels: list[str] | None = None,
         text_column: Column = "sentence",
         text_pair_column: Column = "",
         label_column: Column = "label",
-        file_format: str = "auto",
+        file_format: FileFormat = "auto",
         header: bool = True,
-        quoting: str = "minimal",
+        quoting: Quoting = "minimal",
         label_separator: str = ",",
-        pooling: str = "cls",
+        pooling: Pooling = "cls",
         class_weights: list[float] | str | None = None,
         threshold: float = 0.5,
         positive_label: str | None = None,
         classifier_dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        for name, value, allowed in (
-            ("problem_type", problem_type, PROBLEM_TYPES),
-            ("pooling", pooling, POOLING),
-            ("file_format", file_format, FORMATS),
+        for name, value, kind in (
+            ("problem_type", problem_type, ProblemType),
+            ("pooling", pooling, Pooling),
+            ("file_format", file_format, FileFormat),
+            ("quoting", quoting, Quoting),
         ):
-            if value not in allowed:
-                raise ValueError(f"model.head.{name}={value!r}: expected one of {', '.join(allowed)}")
+            check(f"model.head.{name}", value, kind)
         if isinstance(class_weights, str) and class_weights != "balanced":
             raise ValueError(f"model.head.class_weights={class_weights!r}: expected balanced or a list of weights")
         if problem_type == "regression" and class_weights is not None:

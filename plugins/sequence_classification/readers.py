@@ -10,10 +10,12 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from bertkit.choices import check
 from bertkit.io import text_lines
 
+Quoting = Literal["minimal", "none"]
 QUOTING = {"minimal": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
 Column = str | int
 
@@ -60,7 +62,7 @@ def read_table(
     label_column: Column | None,
     delimiter: str = "\t",
     header: bool = True,
-    quoting: str = "minimal",
+    quoting: Quoting = "minimal",
 ) -> list[Example]:
     """Read a delimited file (a UTF-8 byte-order mark is removed).
 
@@ -77,8 +79,7 @@ def read_table(
         ValueError: unknown quoting; a named column missing from the header; a row with too few
             fields (the message names file and line).
     """
-    if quoting not in QUOTING:
-        raise ValueError(f"quoting={quoting!r}: expected one of {', '.join(QUOTING)}")
+    check("quoting", quoting, Quoting)
     examples = []
     reader = csv.reader(
         (line for _, line in text_lines(path, keep_ends=True)), delimiter=delimiter, quoting=QUOTING[quoting]

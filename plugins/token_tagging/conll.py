@@ -10,10 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
+from bertkit.choices import check
 from bertkit.io import text_lines
 
-SCHEMES = ("IOB1", "IOB2", "BIOES")
+TagScheme = Literal["IOB1", "IOB2", "BIOES"]
 _TAG = {"IOB1": re.compile(r"^[BI]-\S+$"), "IOB2": re.compile(r"^[BI]-\S+$"), "BIOES": re.compile(r"^[BIES]-\S+$")}
 
 
@@ -48,7 +50,7 @@ class Sentence:
             self.offsets = starts
 
 
-def to_iob2(tags: list[str], scheme: str) -> list[str]:
+def to_iob2(tags: list[str], scheme: TagScheme) -> list[str]:
     """Convert one sentence's tags to IOB2.
 
     IOB1 (and IOB2, on which this is the identity): an ``I-X`` that does not continue an ``X``
@@ -57,8 +59,7 @@ def to_iob2(tags: list[str], scheme: str) -> list[str]:
     Raises:
         ValueError: unknown scheme.
     """
-    if scheme not in SCHEMES:
-        raise ValueError(f"tag scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    check("tag scheme", scheme, TagScheme)
     out: list[str] = []
     for tag in tags:
         if scheme == "BIOES" and tag[:2] in ("S-", "E-"):
@@ -69,7 +70,9 @@ def to_iob2(tags: list[str], scheme: str) -> list[str]:
     return out
 
 
-def read_conll(path: str | Path, scheme: str = "IOB1", tag_column: int = -1, labelled: bool = True) -> list[Sentence]:
+def read_conll(
+    path: str | Path, scheme: TagScheme = "IOB1", tag_column: int = -1, labelled: bool = True
+) -> list[Sentence]:
     """Read a CoNLL column file.
 
     Args:
@@ -87,8 +90,7 @@ def read_conll(path: str | Path, scheme: str = "IOB1", tag_column: int = -1, lab
             ``scheme``; the message gives ``file:line`` and the line.
     """
     path = Path(path)
-    if scheme not in SCHEMES:
-        raise ValueError(f"tag scheme {scheme!r}: expected one of {', '.join(SCHEMES)}")
+    check("tag scheme", scheme, TagScheme)
     sentences: list[Sentence] = []
     words: list[str] = []
     tags: list[str] = []

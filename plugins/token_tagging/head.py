@@ -12,12 +12,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bertkit_plugins.token_tagging.conll import SCHEMES, Sentence, entities, read_conll
+from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll
 from bertkit_plugins.token_tagging.metric import EntityF1
 from bertkit_plugins.token_tagging.windows import make_windows, owners
 from tokenizers import pre_tokenizers
 from torch import nn
 
+from bertkit.choices import check
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head
 from bertkit.io import text_lines
@@ -44,15 +45,14 @@ class TokenTaggingHead(Head):
     def __init__(
         self,
         entity_types: list[str],
-        tag_scheme: str = "IOB1",
+        tag_scheme: TagScheme = "IOB1",
         tag_column: int = -1,
         label_all_subwords: bool = False,
         stride: int = 32,
         classifier_dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        if tag_scheme not in SCHEMES:
-            raise ValueError(f"model.head.tag_scheme={tag_scheme!r}: expected one of {', '.join(SCHEMES)}")
+        check("model.head.tag_scheme", tag_scheme, TagScheme)
         if not entity_types or len(set(entity_types)) != len(entity_types):
             raise ValueError(f"model.head.entity_types={entity_types!r}: expected a non-empty list of distinct types")
         self.save_hyperparameters()

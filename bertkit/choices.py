@@ -1,0 +1,18 @@
+"""Settings with a fixed set of values are ``Literal`` types: LightningCLI (jsonargparse) checks
+them when a recipe is read and ``--help`` lists them; ``check`` gives Python callers (notebooks,
+which no parser checks) the same one-line error."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+
+def check(field: str, value: Any, kind: Any) -> None:
+    """Check that ``value`` is one of the ``Literal`` type ``kind``'s values.
+
+    Raises:
+        ValueError: it is not; the message names ``field`` and lists the values.
+    """
+    allowed = get_args(kind)
+    if value not in allowed:
+        raise ValueError(f"{field}={value!r}: expected one of {', '.join(map(str, allowed))}")
