@@ -3,7 +3,7 @@
 from bertkit.callbacks import ExportPretrained, PredictionWriter
 from bertkit.config import BertConfig
 from bertkit.data import BertDataModule
-from bertkit.heads import Head
+from bertkit.heads import Batch, Feature, Head
 from bertkit.hookspecs import hookimpl
 from bertkit.model import BertEncoder, EncoderOutput, token_features
 from bertkit.module import BertModule
@@ -12,6 +12,7 @@ from bertkit.tokenizer import BertTokenizer
 
 __version__ = "0.1.0"
 __all__ = [
+    "Batch",
     "BertConfig",
     "BertDataModule",
     "BertEncoder",
@@ -20,6 +21,7 @@ __all__ = [
     "Composed",
     "EncoderOutput",
     "ExportPretrained",
+    "Feature",
     "Head",
     "PredictionWriter",
     "compose",

@@ -28,8 +28,21 @@ from bertkit.config import BertConfig
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
-Batch = dict[str, Any]  # tensors, and plain lists of objects a head keeps with its features
 Feature = dict[str, Any]
+"""One model input, as ``Head.featurize`` returns it: ``input_ids`` (list of int, ``[CLS]`` …
+``[SEP]``, at most ``data.max_length``) and ``example_index`` (int, the example it came from) are
+required; the core also knows ``token_type_ids`` (list of int), ``labels`` (an int, a list of
+floats, or a list of int per token with -100 = not scored) and ``word_index`` (list of int, -1 =
+no word). Any other key is the head's: a list (padded with the head's ``pad_values``), a number,
+or any other object (kept as it is, such as the example for post-processing)."""
+
+Batch = dict[str, Any]
+"""Features collated by ``bertkit.data.pad_batch``: ``input_ids``, ``token_type_ids`` and every
+list key as (B, T) long tensors (B features, T the longest in the batch; equal-length lists such
+as multi-hot labels as (B, n)), ``attention_mask`` (B, T), 1 for real tokens; number keys as (B,)
+tensors; other values as a list of B objects. A head's ``forward`` returns ``loss`` (a scalar
+when the batch has labels) and may return parts named ``*_loss``; ``BertModule`` logs each as
+``{stage}/{key}`` (train, val, test)."""
 
 
 class Head(nn.Module, HyperparametersMixin, ABC):
