@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import torch
 from pytorch_lightning.core.mixins import HyperparametersMixin
 from torch import nn
+from torchmetrics import MetricCollection
 
 from bertkit.config import BertConfig
 from bertkit.model import EncoderOutput
@@ -127,19 +128,68 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         """Head outputs for a batch; includes ``loss`` when the batch has labels."""
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
-        """Accumulate ``stage`` metrics (``val`` or ``test``) for one batch."""
+        """Accumulate ``stage`` metrics (``val`` or ``test``) for one batch, usually
+        ``self.metrics[stage].update(…)``."""
 
     def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
-        """Epoch-level metrics for ``stage`` (then reset); keys without the stage prefix."""
-        return {}
+        """Epoch-level metrics for ``stage``, keys without the stage prefix; ``BertModule`` logs
+        them as ``{stage}/{key}`` (synchronised across processes by torchmetrics).
 
-    @abstractmethod
+        The default computes and then resets ``self.metrics[stage]``: a torchmetrics ``Metric``
+        (its value named ``score``, or its dict of values), or a ``MetricCollection`` or
+        ``nn.ModuleDict`` of named ones; ``{}`` when the head has no ``metrics`` for the stage.
+        """
+        metrics = getattr(self, "metrics", None)
+        if metrics is None or stage not in metrics:
+            return {}
+        found = metrics[stage]
+        named = found.items() if isinstance(found, (nn.ModuleDict, MetricCollection)) else [("score", found)]
+        values: dict[str, torch.Tensor] = {}
+        for name, metric in named:
+            value = metric.compute()
+            metric.reset()
+            values.update(value if isinstance(value, dict) else {name: value})
+        return values
+
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        """Per-feature predictions (plain Python) for one batch; joined later by ``format_predictions``."""
+        """Per-feature predictions (plain Python) for one batch; joined later by ``format_predictions``.
 
-    @abstractmethod
+        The default gives each feature its ``example_index`` and its row of every output but the
+        losses, as lists (a (B, T, C) ``logits`` becomes T lists of C floats per feature,
+        padding included).
+        """
+        keys = [k for k in outputs if k != "loss" and not k.endswith("_loss")]
+        rows = batch["example_index"].tolist()
+        return [{"example_index": e, **{k: outputs[k][i].tolist() for k in keys}} for i, e in enumerate(rows)]
+
     def format_predictions(self, examples: list[Any], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One JSON-serialisable record per example, from all per-feature predictions."""
+        """One JSON-serialisable record per example, in input order, from all per-feature predictions.
+
+        The default is for heads with one feature per example: ``format_record`` of each example
+        and its feature's prediction.
+
+        Raises:
+            ValueError: an example has several features (windows) or none; a head that makes
+                windows joins them in its own ``format_predictions``.
+        """
+        joined: dict[int, dict[str, Any]] = {}
+        for p in predictions:
+            index = p["example_index"]
+            if index in joined:
+                raise ValueError(
+                    f"{type(self).__name__}: example {index} has several features; the default "
+                    "format_predictions takes one per example: override it to join them"
+                )
+            joined[index] = {k: v for k, v in p.items() if k != "example_index"}
+        missing = [i for i in range(len(examples)) if i not in joined]
+        if missing:
+            raise ValueError(f"{type(self).__name__}: no prediction for example(s) {missing[:5]}")
+        return [self.format_record(example, joined[i]) for i, example in enumerate(examples)]
+
+    def format_record(self, example: Any, prediction: dict[str, Any]) -> dict[str, Any]:
+        """The record of one example from its feature's prediction (``predict``'s dict without
+        ``example_index``); the default returns the prediction as it is."""
+        return prediction
 
     def sample_files(self) -> dict[str, Path] | None:
         """A small data set the plugin ships, by split (``train``, ``validation``, ``test``);

@@ -260,10 +260,7 @@ class PreTrainingHead(Head):
     def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
         """``mlm_accuracy`` (of predicted tokens), ``mlm_loss`` (nats per predicted token),
         ``mlm_perplexity`` = exp(mlm_loss), and ``nsp_accuracy`` or ``sop_accuracy``."""
-        values = {}
-        for name, metric in self.metrics[stage].items():
-            values[name] = metric.compute()
-            metric.reset()
+        values = super().compute_metrics(stage)
         values["mlm_perplexity"] = torch.exp(values["mlm_loss"])
         return values
 

@@ -295,9 +295,6 @@ class SequenceClassificationHead(Head):
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         self.metrics[stage].update(outputs["logits"], batch["labels"])
 
-    def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
-        return self.metrics[stage].compute()
-
     # ----- predictions -----
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
         logits = outputs["logits"].float()

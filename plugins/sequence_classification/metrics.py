@@ -81,10 +81,12 @@ class ClassificationMetrics(nn.Module):
                 metric.update(logits.squeeze(-1).float(), labels.float())
 
     def compute(self) -> dict[str, torch.Tensor]:
-        """The epoch's values; then reset."""
+        """The epoch's values (``f1_<label>`` per label for single-label tasks with names)."""
         values = {name: metric.compute() for name, metric in self.metrics.items()}
-        for metric in self.metrics.values():
-            metric.reset()
         if "f1_per_label" in values:
             values |= {f"f1_{label}": f1 for label, f1 in zip(self.labels, values.pop("f1_per_label"))}
         return values
+
+    def reset(self) -> None:
+        for metric in self.metrics.values():
+            metric.reset()

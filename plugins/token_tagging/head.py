@@ -173,11 +173,6 @@ class TokenTaggingHead(Head):
         mask, example, word, pred = self._word_level(outputs, batch)
         self.metrics[stage].update(example, word, pred, batch["labels"][mask])
 
-    def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
-        scores = self.metrics[stage].compute()
-        self.metrics[stage].reset()
-        return scores
-
     # ----- predictions -----
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
         _, example, word, pred = self._word_level(outputs, batch)
