@@ -7,7 +7,8 @@ seed whose file exists is not run again, so an interrupted harness resumes. The 
 ``benchmarks/results/seeds/<task>/<name>.json``: per score and side the mean and sample standard
 deviation, and the paired difference bertkit − transformers (mean, standard error, t). An
 ablation (``--bertkit-only`` with ``--set``) is compared, seed by seed, with the bertkit side of
-``--against`` (default ``matched``, the plain run). Usage (needs ``pip install -e ".[bench]"``)::
+``--against`` (default ``matched``, the plain run), and with the transformers side of that run.
+Usage (needs ``pip install -e ".[bench]"``)::
 
     python benchmarks/seeds.py rte --seeds 1 2 3 4 5
     python benchmarks/seeds.py rte --seeds 1 2 3 4 5 --name random-order -- --bertkit-only --set data.group_by_length=false
@@ -72,10 +73,15 @@ def summarise(task: str, runs: dict[int, dict[str, Any]], baseline: dict[int, di
     seeds = sorted(runs)
     ours = [scores(task, runs[s]["bertkit"]) for s in seeds]
     summary: dict[str, Any] = {"seeds": seeds, "bertkit": {}, "transformers": {}, "paired_difference": {}}
+    # A bertkit-only ablation is paired with the baseline's transformers runs (same seeds and data:
+    # the transformers side does not depend on bertkit's settings).
+    reference = next((r for r in (runs, baseline) if r and all(r[s]["transformers"] for s in seeds)), None)
+    if reference is not None:
+        summary["transformers_from"] = "this configuration" if reference is runs else "the baseline"
     for key in ours[0]:
         summary["bertkit"][key] = spread([o[key] for o in ours]) | {"values": [o[key] for o in ours]}
-        if all(runs[s]["transformers"] for s in seeds):
-            theirs = [scores(task, runs[s]["transformers"])[key] for s in seeds]
+        if reference is not None:
+            theirs = [scores(task, reference[s]["transformers"])[key] for s in seeds]
             summary["transformers"][key] = spread(theirs) | {"values": theirs}
             summary["paired_difference"][key] = paired([o[key] for o in ours], theirs)
         if baseline is not None:
