@@ -138,5 +138,6 @@ def main() -> None:
     common.write_result(args.output, result)
     print(json.dumps(shown, indent=2))
 
+
 if __name__ == "__main__":
     main()

@@ -19,6 +19,7 @@ torchmetrics' ``SQuAD``; the result keeps both.
 Usage (needs ``pip install -e ".[bench]"``)::
 
     python benchmarks/squad_vs_transformers.py --epochs 1
+    python benchmarks/squad_vs_transformers.py --epochs 1 --train-articles 5 --eval-articles 3   # short budget
 """
 
 from __future__ import annotations
@@ -181,6 +182,9 @@ def main() -> None:
     )
     parser.add_argument("--eval-articles", type=int, default=8)
     parser.add_argument("--split-seed", type=int, default=0)
+    parser.add_argument(
+        "--train-articles", type=int, default=None, help="train on the first N training articles only (a short budget)"
+    )
     common.add_common_arguments(parser, epochs=2, lr=None)
     parser.set_defaults(max_length=384)
     parser.add_argument(
@@ -190,6 +194,7 @@ def main() -> None:
 
     document = json.loads(args.source.read_text(encoding="utf-8"))
     train_articles, eval_articles = split_articles(document, args.eval_articles, args.split_seed)
+    train_articles = train_articles[: args.train_articles]
     with tempfile.TemporaryDirectory() as tmp:
         for name, articles in (("train", train_articles), ("eval", eval_articles)):
             (Path(tmp) / f"{name}.json").write_text(json.dumps({"version": "1.1", "data": articles}))
