@@ -12,6 +12,7 @@ from pytorch_lightning.callbacks import BasePredictionWriter, Callback
 from typing_extensions import override
 
 from bertkit.io import write_jsonl
+from bertkit.run_folder import in_run_folder
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,11 @@ class PredictionWriter(BasePredictionWriter):
     entity spans with character offsets).
 
     Args:
-        output_file: the JSONL file to (over)write.
+        output_file: the JSONL file to (over)write; None: ``predictions.jsonl`` in the
+            trainer's ``default_root_dir`` (the run folder).
     """
 
-    def __init__(self, output_file: str = "predictions.jsonl") -> None:
+    def __init__(self, output_file: str | None = None) -> None:
         super().__init__(write_interval="epoch")
         self.output_file = output_file
 
@@ -56,8 +58,9 @@ class PredictionWriter(BasePredictionWriter):
             predictions = [batch for share in shares for batch in share]
         if not trainer.is_global_zero:
             return
-        count = write_jsonl(self.output_file, prediction_records(pl_module, trainer.datamodule, predictions))
-        print(f"\nwrote {count} prediction{'s' if count != 1 else ''} to {self.output_file}", flush=True)
+        path = in_run_folder(trainer.default_root_dir, self.output_file, "predictions.jsonl")
+        count = write_jsonl(path, prediction_records(pl_module, trainer.datamodule, predictions))
+        print(f"\nwrote {count} prediction{'s' if count != 1 else ''} to {path}", flush=True)
 
 
 class ExportPretrained(Callback):
@@ -67,14 +70,16 @@ class ExportPretrained(Callback):
     replaced atomically.
 
     Args:
-        output_dir: the directory to (over)write.
+        output_dir: the directory to (over)write; None: ``export`` in the trainer's
+            ``default_root_dir`` (the run folder).
     """
 
-    def __init__(self, output_dir: str = "export") -> None:
+    def __init__(self, output_dir: str | None = None) -> None:
         self.output_dir = output_dir
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.is_global_zero:
-            pl_module.save_pretrained(self.output_dir)
-            log.warning("exported the model in Hugging Face format to %s", self.output_dir)
+            path = in_run_folder(trainer.default_root_dir, self.output_dir, "export")
+            pl_module.save_pretrained(path)
+            log.warning("exported the model in Hugging Face format to %s", path)

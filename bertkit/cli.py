@@ -39,6 +39,7 @@ from bertkit.guide import (
 )
 from bertkit.module import BertModule
 from bertkit.plugins import PluginError, describe, load_modules, plugin_manager, registered
+from bertkit.run_folder import place_outputs
 from bertkit.summary import fit_summary
 
 DEBUG_ENV = "BERTKIT_DEBUG"
@@ -61,8 +62,9 @@ def recipe_plugins(args: list[str]) -> list[str]:
 
 
 class BertkitCLI(LightningCLI):
-    """LightningCLI with a ``plugins`` key, ``--ckpt_path best|last`` across processes, atomic
-    checkpoints, and a summary with plots when ``fit`` ends.
+    """LightningCLI with a ``plugins`` key, one run folder (``bertkit.run_folder``),
+    ``--ckpt_path best|last`` across processes, atomic checkpoints, and a summary with plots when
+    ``fit`` ends.
 
     Args:
         recipe_args: the command line (for the next commands the summary suggests).
@@ -78,6 +80,10 @@ class BertkitCLI(LightningCLI):
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         return trainer
+
+    @override
+    def before_instantiate_classes(self) -> None:
+        place_outputs(self._get(self.config, "trainer"))
 
     def add_arguments_to_parser(self, parser: Any) -> None:
         parser.add_argument(
