@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertTokenizer
+from bertkit.windows import max_context_window
 
 
 @settings(max_examples=300, deadline=None)
@@ -68,3 +69,22 @@ def test_label_all_subwords_uses_inside_tags(tokenizer):
     head = TokenTaggingHead(["PER"], label_all_subwords=True)
     labels = [head.tags[i] for i in head.featurize([sentence], tokenizer, 16)[0]["labels"] if i >= 0]
     assert labels[0] == "B-PER" and len(labels) > 1 and set(labels[1:]) == {"I-PER"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(st.integers(1, 4), min_size=2, max_size=80), budget=st.integers(2, 30))
+def test_tagger_owner_is_the_window_with_most_context(pieces, budget):
+    """The tagger's owner of a word is Google's max-context window of its first token: no other
+    window holding it gives more context (min of left and right, + 0.01 x length)."""
+    word_ids = [w for w, n in enumerate(pieces) for _ in range(n)]
+    spans = make_windows(word_ids, budget, budget // 2)
+    for w, k in owners(word_ids, spans).items():
+        pos = word_ids.index(w)
+        score = {i: min(pos - s, e - 1 - pos) + 0.01 * (e - s) for i, (s, e) in enumerate(spans) if s <= pos < e}
+        assert k in score
+        assert all(score[i] < score[k] or (score[i] == score[k] and i >= k) for i in score)
+
+
+def test_a_token_outside_every_window_is_an_error():
+    with pytest.raises(ValueError, match="token 9 is in none of the windows"):
+        max_context_window([(0, 4), (2, 6)], 9)

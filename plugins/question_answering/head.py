@@ -22,13 +22,14 @@ import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
 from bertkit_plugins.question_answering.postprocess import answer, window_candidates
 from bertkit_plugins.question_answering.readers import NOT_FOUND, RELOCATED, QAExample, read_qa
-from bertkit_plugins.question_answering.windows import doc_spans, is_max_context
+from bertkit_plugins.question_answering.windows import doc_spans
 from torch import nn
 
 from bertkit.config import BertConfig
-from bertkit.heads import Batch, Feature, Head
+from bertkit.heads import Batch, Feature, Head, by_example
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer, Encoded
+from bertkit.windows import max_context_window
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +193,7 @@ class QuestionAnsweringHead(Head):
         tokenizer: BertTokenizer, query: list[int], context: Encoded, spans: list[tuple[int, int]], k: int
     ) -> Feature:
         start, length = spans[k]
+        ranges = [(s, s + n) for s, n in spans]
         offset = len(query) + 2
         inside = range(start, start + length)
         outside = [0] * offset
@@ -200,7 +202,7 @@ class QuestionAnsweringHead(Head):
             + context.input_ids[start : start + length]
             + [tokenizer.sep_token_id],
             "token_type_ids": outside + [1] * (length + 1),
-            "may_start": outside + [int(is_max_context(spans, k, p)) for p in inside] + [0],
+            "may_start": outside + [int(max_context_window(ranges, p) == k) for p in inside] + [0],
             "may_end": outside + [1] * length + [0],
             "char_start": outside + [context.offsets[p][0] for p in inside] + [0],
             "char_end": outside + [context.offsets[p][1] for p in inside] + [0],
@@ -276,12 +278,9 @@ class QuestionAnsweringHead(Head):
     def format_predictions(self, examples: list[QAExample], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Per question: ``id``, ``question``, ``answer`` with its character ``start``/``end`` and
         ``score``; v2.0 adds ``abstained`` and ``null_score_diff``; ``n_best`` lists alternatives."""
-        windows: dict[int, list[dict]] = {}
-        for p in predictions:
-            windows.setdefault(p["example_index"], []).append(p)
         records = []
-        for index, example in enumerate(examples):
-            record = self._answer(example, windows[index])
+        for example, windows in zip(examples, by_example(predictions, len(examples), self)):
+            record = self._answer(example, windows)
             record.pop("best_span")
             if not self.hparams.version_2_with_negative:
                 record.pop("abstained")

@@ -3,8 +3,8 @@
 A passage longer than the room left beside the question becomes overlapping windows whose
 starts are ``doc_stride`` tokens apart (Google's meaning of ``doc_stride``: the step between
 windows. Hugging Face ``run_qa.py`` passes the same number as ``stride``, which is the *overlap*).
-Each context token is scored in every window that holds it by ``min(left, right) + 0.01 * length``
-(``_check_is_max_context``); an answer may start only in the window with the best score.
+An answer may start only in the window that gives its start token the most context
+(``bertkit.windows.max_context_window``, Google's ``_check_is_max_context``).
 """
 
 from __future__ import annotations
@@ -30,17 +30,3 @@ def doc_spans(num_tokens: int, room: int, doc_stride: int) -> list[tuple[int, in
         if start + length >= num_tokens:
             return spans
         start += min(length, doc_stride)
-
-
-def is_max_context(spans: list[tuple[int, int]], index: int, position: int) -> bool:
-    """Whether window ``index`` gives context token ``position`` its best context
-    (``_check_is_max_context``: the first of equal scores wins)."""
-    best_score, best = None, None
-    for k, (start, length) in enumerate(spans):
-        end = start + length - 1
-        if not start <= position <= end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best = score, k
-    return best == index

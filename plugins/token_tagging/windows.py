@@ -1,11 +1,13 @@
 """Word-aligned overlapping windows, so a sentence longer than ``max_length`` loses no word.
 
 Windows break at word boundaries where possible and overlap by about ``stride`` tokens; each word
-is *owned* by exactly one window, the one where it has the most context on both sides (the
-"max context" rule of google-research/bert run_squad.py), so it is labelled and predicted once.
+is *owned* by exactly one window, the one where it has the most context on both sides
+(``bertkit.windows.max_context_window``), so it is labelled and predicted once.
 """
 
 from __future__ import annotations
+
+from bertkit.windows import max_context_window
 
 
 def make_windows(word_ids: list[int], budget: int, stride: int) -> list[tuple[int, int]]:
@@ -41,17 +43,8 @@ def make_windows(word_ids: list[int], budget: int, stride: int) -> list[tuple[in
 
 
 def owners(word_ids: list[int], spans: list[tuple[int, int]]) -> dict[int, int]:
-    """Map each word (by its first token) to the window index that owns it (max context)."""
+    """Map each word (by its first token) to the window index that owns it (``max_context_window``)."""
     first: dict[int, int] = {}
     for pos, w in enumerate(word_ids):
         first.setdefault(w, pos)
-    owner: dict[int, int] = {}
-    for w, pos in first.items():
-        best, best_score = -1, -1
-        for k, (s, e) in enumerate(spans):
-            if s <= pos < e:
-                score = min(pos - s, e - 1 - pos)
-                if score > best_score:
-                    best, best_score = k, score
-        owner[w] = best
-    return owner
+    return {w: max_context_window(spans, pos) for w, pos in first.items()}
