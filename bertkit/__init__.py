@@ -3,7 +3,7 @@
 from bertkit.callbacks import ExportPretrained, PredictionWriter
 from bertkit.config import BertConfig
 from bertkit.data import BertDataModule
-from bertkit.heads import Batch, Feature, Head
+from bertkit.heads import Batch, Feature, Head, by_example
 from bertkit.hookspecs import hookimpl
 from bertkit.model import BertEncoder, EncoderOutput, token_features
 from bertkit.module import BertModule
@@ -24,6 +24,7 @@ __all__ = [
     "Feature",
     "Head",
     "PredictionWriter",
+    "by_example",
     "compose",
     "hookimpl",
     "token_features",

@@ -166,25 +166,21 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         """One JSON-serialisable record per example, in input order, from all per-feature predictions.
 
         The default is for heads with one feature per example: ``format_record`` of each example
-        and its feature's prediction.
+        and its feature's prediction (without ``example_index``).
 
         Raises:
             ValueError: an example has several features (windows) or none; a head that makes
-                windows joins them in its own ``format_predictions``.
+                windows joins them in its own ``format_predictions`` (``by_example`` groups them).
         """
-        joined: dict[int, dict[str, Any]] = {}
-        for p in predictions:
-            index = p["example_index"]
-            if index in joined:
+        records = []
+        for index, (example, group) in enumerate(zip(examples, by_example(predictions, len(examples), self))):
+            if len(group) > 1:
                 raise ValueError(
                     f"{type(self).__name__}: example {index} has several features; the default "
                     "format_predictions takes one per example: override it to join them"
                 )
-            joined[index] = {k: v for k, v in p.items() if k != "example_index"}
-        missing = [i for i in range(len(examples)) if i not in joined]
-        if missing:
-            raise ValueError(f"{type(self).__name__}: no prediction for example(s) {missing[:5]}")
-        return [self.format_record(example, joined[i]) for i, example in enumerate(examples)]
+            records.append(self.format_record(example, {k: v for k, v in group[0].items() if k != "example_index"}))
+        return records
 
     def format_record(self, example: Any, prediction: dict[str, Any]) -> dict[str, Any]:
         """The record of one example from its feature's prediction (``predict``'s dict without
@@ -200,6 +196,31 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         """``{"class_path", "init_args"}`` that rebuilds this head (stored in checkpoints)."""
         cls = type(self)
         return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(self.hparams)}
+
+
+def by_example(predictions: list[dict[str, Any]], count: int, head: Head) -> list[list[dict[str, Any]]]:
+    """Per-feature predictions grouped by their ``example_index``: one list per example, in input
+    order, each in the order its features were predicted — the join every head's
+    ``format_predictions`` starts from.
+
+    Args:
+        predictions: ``Head.predict`` output of every batch, flattened.
+        count: the number of examples (indices ``0 … count-1``).
+        head: named in errors.
+
+    Raises:
+        ValueError: an example has no prediction, or an index is outside ``0 … count-1``.
+    """
+    groups: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+    for p in predictions:
+        index = p["example_index"]
+        if not 0 <= index < count:
+            raise ValueError(f"{type(head).__name__}: prediction for example {index}, but there are {count} examples")
+        groups[index].append(p)
+    missing = [i for i, group in enumerate(groups) if not group]
+    if missing:
+        raise ValueError(f"{type(head).__name__}: no prediction for example(s) {missing[:5]}")
+    return groups
 
 
 def import_class(class_path: str, base: type) -> type:

@@ -36,7 +36,7 @@ from torchmetrics import MeanMetric
 
 from bertkit.choices import check
 from bertkit.config import BertConfig
-from bertkit.heads import Batch, Feature, Head, import_class
+from bertkit.heads import Batch, Feature, Head, by_example, import_class
 from bertkit.io import text_lines
 from bertkit.model import ACTIVATIONS, EncoderOutput
 from bertkit.tokenizer import BertTokenizer
@@ -372,10 +372,9 @@ class PreTrainingHead(Head):
     def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Per text: each ``[MASK]``'s token position and top-k candidates, and the text with
         every ``[MASK]`` replaced by its best candidate (``##`` continuation marks dropped)."""
-        by_example = {p["example_index"]: p["masks"] for p in predictions}
         records = []
-        for i, example in enumerate(examples):
-            masks = by_example.get(i, [])
+        for example, features in zip(examples, by_example(predictions, len(examples), self)):
+            masks = [mask for feature in features for mask in feature["masks"]]
             filled = example.text
             for mask in masks:
                 filled = filled.replace("[MASK]", mask["candidates"][0]["token"].removeprefix("##"), 1)

@@ -305,23 +305,19 @@ class SequenceClassificationHead(Head):
             scores = logits.sigmoid() if problem == "multi_label" else logits.softmax(-1)
         return [{"example_index": i, "scores": s} for i, s in zip(batch["example_index"].tolist(), scores.tolist())]
 
-    def format_predictions(self, examples: list[Example], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def format_record(self, example: Example, prediction: dict[str, Any]) -> dict[str, Any]:
         hp = self.hparams
-        scores = {p["example_index"]: p["scores"] for p in predictions}
-        records = []
-        for index, example in enumerate(examples):
-            record: dict[str, Any] = {"source": example.source, "text": example.text}
-            if example.text_pair is not None:
-                record["text_pair"] = example.text_pair
-            values = scores[index]
-            if hp.problem_type == "regression":
-                record["score"] = values
+        record: dict[str, Any] = {"source": example.source, "text": example.text}
+        if example.text_pair is not None:
+            record["text_pair"] = example.text_pair
+        values = prediction["scores"]
+        if hp.problem_type == "regression":
+            record["score"] = values
+        else:
+            probabilities = dict(zip(hp.labels, values))
+            if hp.problem_type == "multi_label":
+                record["labels"] = [label for label, p in probabilities.items() if p >= hp.threshold]
             else:
-                probabilities = dict(zip(hp.labels, values))
-                if hp.problem_type == "multi_label":
-                    record["labels"] = [label for label, p in probabilities.items() if p >= hp.threshold]
-                else:
-                    record["label"] = max(probabilities, key=probabilities.get)
-                record["probabilities"] = probabilities
-            records.append(record)
-        return records
+                record["label"] = max(probabilities, key=probabilities.get)
+            record["probabilities"] = probabilities
+        return record

@@ -20,7 +20,7 @@ from torch import nn
 
 from bertkit.choices import check
 from bertkit.config import BertConfig
-from bertkit.heads import Batch, Feature, Head
+from bertkit.heads import Batch, Feature, Head, by_example
 from bertkit.io import text_lines
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
@@ -182,11 +182,11 @@ class TokenTaggingHead(Head):
         ]
 
     def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        tags = [["O"] * len(s.words) for s in examples]
-        for p in predictions:
-            tags[p["example_index"]][p["word_index"]] = p["tag"]
         records = []
-        for sentence, sentence_tags in zip(examples, tags):
+        for sentence, words in zip(examples, by_example(predictions, len(examples), self)):
+            sentence_tags = ["O"] * len(sentence.words)
+            for p in words:
+                sentence_tags[p["word_index"]] = p["tag"]
             spans = []
             for kind, first, last in entities(sentence_tags):
                 start, end = sentence.offsets[first][0], sentence.offsets[last - 1][1]
