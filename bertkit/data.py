@@ -282,11 +282,21 @@ class BertDataModule(pl.LightningDataModule):
         self._source: Path | dict[str, Path] | None = None
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
+        self._attached: Any = None
+
+    def attach(self, model: Any) -> None:
+        """Read and featurize with ``model``'s head and tokenizer outside a trainer call, e.g.
+        ``run.datamodule.setup("fit")`` in a notebook (``bertkit.compose`` attaches its model)."""
+        self._attached = model
 
     def _module(self) -> Any:
-        if self.trainer is None or self.trainer.lightning_module is None:
-            raise RuntimeError("BertDataModule needs a trainer with a BertModule (trainer.fit(model, datamodule))")
-        return self.trainer.lightning_module
+        if self.trainer is not None and self.trainer.lightning_module is not None:
+            return self.trainer.lightning_module
+        if self._attached is None:
+            raise RuntimeError(
+                "BertDataModule has no BertModule: call datamodule.attach(model) or trainer.fit(model, datamodule)"
+            )
+        return self._attached
 
     def data_source(self) -> Path | dict[str, Path]:
         """The data directory, or the head's sample files by split (see the class docstring)."""

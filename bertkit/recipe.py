@@ -59,4 +59,5 @@ def compose(*configs: str | Path, overrides: dict[str, Any] | None = None) -> Co
     plugin_manager()  # entry points first: short class_path names must resolve
     load_modules(recipe_plugins(args))
     cli = BertkitCLI(args=args, run=False, **cli_kwargs())
+    cli.datamodule.attach(cli.model)  # datamodule.setup() works before any trainer call
     return Composed(cli.model, cli.datamodule, cli.trainer)
