@@ -14,7 +14,7 @@ import common
 from bertkit_plugins.pretrained import locate_minilm
 from bertkit_plugins.sequence_classification.readers import read_jsonl, read_table
 
-from bertkit.data import LengthGroupedSampler
+from bertkit.samplers import LengthGroupedSampler
 from bertkit.tokenizer import BertTokenizer
 
 BATCH = 32

@@ -7,6 +7,7 @@ from bertkit.heads import Batch, Feature, Head, by_example
 from bertkit.hookspecs import hookimpl
 from bertkit.model import BertEncoder, EncoderOutput, token_features
 from bertkit.module import BertModule
+from bertkit.multitask import MultiTaskHead, TaskData
 from bertkit.recipe import Composed, compose
 from bertkit.tokenizer import BertTokenizer
 
@@ -23,7 +24,9 @@ __all__ = [
     "ExportPretrained",
     "Feature",
     "Head",
+    "MultiTaskHead",
     "PredictionWriter",
+    "TaskData",
     "by_example",
     "compose",
     "hookimpl",

@@ -10,17 +10,27 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, Sampler
+from torch.utils.data import DataLoader
 
 from bertkit.choices import check
 from bertkit.heads import Batch, Feature
+from bertkit.multitask import TaskData
+from bertkit.samplers import (
+    EpochRandomSampler,
+    EvalShardSampler,
+    LengthGroupedSampler,
+    TaskEvalBatchSampler,
+    TaskMixingBatchSampler,
+    TokenBudgetBatchSampler,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,153 +78,6 @@ def pad_batch(features: list[Feature], pad_token_id: int = 0, pad_values: Mappin
     return batch
 
 
-class EpochRandomSampler(Sampler[int]):
-    """A random order of ``range(n)`` drawn from ``seed + epoch``: the same order for the same
-    epoch in any process, also after resuming from a checkpoint."""
-
-    def __init__(self, n: int, seed: int = 0) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __iter__(self) -> Iterator[int]:
-        yield from torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
-
-
-class LengthGroupedSampler(Sampler[int]):
-    """Random order in which each run of ``batch_size`` indices has similar lengths.
-
-    Shuffle, cut into mega-batches of ``mega_batch_mult * batch_size``, sort each by length
-    (longest first), then shuffle the batches: the scheme of Hugging Face's
-    ``LengthGroupedSampler``. Less padding means fewer wasted FLOPs.
-    """
-
-    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, mega_batch_mult: int = 50) -> None:
-        self.lengths, self.batch_size, self.seed, self.mult = lengths, batch_size, seed, mega_batch_mult
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return len(self.lengths)
-
-    def __iter__(self) -> Iterator[int]:
-        g = torch.Generator().manual_seed(self.seed + self.epoch)
-        order = torch.randperm(len(self.lengths), generator=g).tolist()
-        mega = self.batch_size * self.mult
-        batches = []
-        for i in range(0, len(order), mega):
-            chunk = sorted(order[i : i + mega], key=lambda j: -self.lengths[j])
-            batches += [chunk[k : k + self.batch_size] for k in range(0, len(chunk), self.batch_size)]
-        for b in torch.randperm(len(batches), generator=g).tolist():
-            yield from batches[b]
-
-
-class TokenBudgetBatchSampler(Sampler[list[int]]):
-    """Training batches defined by a token budget instead of a sentence count.
-
-    Each epoch draws a random order (seeded by ``seed + epoch``), optionally length-grouped as
-    ``LengthGroupedSampler`` does, and cuts it greedily into batches whose cost stays within
-    ``max_tokens``: the number of real tokens (``padded=False``: what an unpadded encoder computes
-    on) or batch size x longest sequence (``padded=True``: the padded (B, T) tensor). fairseq's
-    ``--max-tokens`` and MosaicBERT's packing follow the same idea.
-
-    Args:
-        lengths: tokens per feature.
-        max_tokens: the budget per batch.
-        seed: seed of the order.
-        padded: count padded positions rather than real tokens.
-        group_by_length: sort mega-batches of about 50 batches by length before cutting.
-
-    Raises:
-        ValueError: a feature alone exceeds ``max_tokens``.
-    """
-
-    def __init__(
-        self, lengths: list[int], max_tokens: int, seed: int = 0, padded: bool = False, group_by_length: bool = False
-    ) -> None:
-        longest = max(lengths, default=0)
-        if longest > max_tokens:
-            raise ValueError(f"data.max_tokens={max_tokens} is less than the longest feature ({longest} tokens)")
-        self.lengths, self.max_tokens, self.seed = lengths, max_tokens, seed
-        self.padded, self.group_by_length = padded, group_by_length
-        self.epoch = 0
-        self._cache: tuple[int, list[list[int]]] | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    @property
-    def sampler(self) -> TokenBudgetBatchSampler:
-        """Itself: Lightning calls ``set_epoch`` on ``batch_sampler.sampler``."""
-        return self
-
-    def _order(self, g: torch.Generator) -> list[int]:
-        order = torch.randperm(len(self.lengths), generator=g).tolist()
-        if not self.group_by_length:
-            return order
-        mega = max(1, 50 * self.max_tokens * len(self.lengths) // max(1, sum(self.lengths)))  # ~50 batches
-        return [
-            j for i in range(0, len(order), mega) for j in sorted(order[i : i + mega], key=lambda j: -self.lengths[j])
-        ]
-
-    def batches(self) -> list[list[int]]:
-        """This epoch's batches (the same list on every call within an epoch)."""
-        if self._cache is not None and self._cache[0] == self.epoch:
-            return self._cache[1]
-        g = torch.Generator().manual_seed(self.seed + self.epoch)
-        batches: list[list[int]] = []
-        current: list[int] = []
-        tokens = longest = 0
-        for i in self._order(g):
-            n = self.lengths[i]
-            cost = (len(current) + 1) * max(longest, n) if self.padded else tokens + n
-            if current and cost > self.max_tokens:
-                batches.append(current)
-                current, tokens, longest = [], 0, 0
-            current.append(i)
-            tokens, longest = tokens + n, max(longest, n)
-        if current:
-            batches.append(current)
-        if self.group_by_length:  # grouped batches come out sorted: shuffle them
-            batches = [batches[b] for b in torch.randperm(len(batches), generator=g).tolist()]
-        self._cache = (self.epoch, batches)
-        return batches
-
-    def __len__(self) -> int:
-        return len(self.batches())
-
-    def __iter__(self) -> Iterator[list[int]]:
-        yield from self.batches()
-
-
-class EvalShardSampler(DistributedSampler):
-    """One process's share of an evaluation order: every ``world_size``-th index from ``rank``,
-    each index on exactly one process (no padding repeats, unlike ``DistributedSampler``, whose
-    repeated examples would count twice in a metric). Lightning leaves a ``DistributedSampler``
-    as it is. The shares differ in length by at most one batch's worth of features.
-
-    Args:
-        order: the global order (longest first).
-        num_replicas, rank: the process group's size and this process's rank.
-    """
-
-    def __init__(self, order: list[int], num_replicas: int, rank: int) -> None:
-        self.order, self.num_replicas, self.rank = order, num_replicas, rank
-        self.epoch = 0
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.order[self.rank :: self.num_replicas])
-
-    def __len__(self) -> int:
-        return len(self.order[self.rank :: self.num_replicas])
-
-
 class BertDataModule(pl.LightningDataModule):
     """Data for any head: split files in a data directory, featurized by the model's head.
 
@@ -250,6 +113,14 @@ class BertDataModule(pl.LightningDataModule):
             made no difference. Eval batches are always sorted by length.
         num_workers: DataLoader worker processes.
         seed: seed of the training order and of ``validation_split``.
+        tasks: multi-task data, for a ``MultiTaskHead`` with the same task names: each task's
+            ``data_dir``/``dataset`` and split files (``bertkit.multitask.TaskData``), read by
+            that task's head; the top-level files are then unused. Each batch holds one task's
+            features; ``validation_split`` and ``max_tokens`` are not available with tasks.
+        task_temperature: how training batches mix the tasks: task t's share is proportional
+            to n_t ** (1 / T), n_t its training features. 1 = proportional (every batch once per
+            epoch), larger favours small tasks, ``.inf`` = uniform (Arivazhagan et al. 2019;
+            T5 §3.5.2; ``bertkit.samplers.TaskMixingBatchSampler``).
     """
 
     def __init__(
@@ -269,6 +140,8 @@ class BertDataModule(pl.LightningDataModule):
         group_by_length: bool = False,
         num_workers: int = 0,
         seed: int = 0,
+        tasks: dict[str, TaskData] | None = None,
+        task_temperature: float = 1.0,
     ) -> None:
         super().__init__()
         check("data.predict_format", predict_format, PredictFormat)
@@ -278,8 +151,24 @@ class BertDataModule(pl.LightningDataModule):
             raise ValueError(f"data.max_length={max_length}: expected at least 8")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"data.max_tokens={max_tokens}: expected a positive number of tokens")
+        if tasks:
+            settings = {
+                "train_file": train_file,
+                "validation_file": validation_file,
+                "test_file": test_file,
+                "predict_file": predict_file,
+                "validation_split": validation_split,
+                "max_tokens": max_tokens,
+            }
+            given = [f"data.{k}" for k, v in settings.items() if v]
+            if given:
+                raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
+            if not task_temperature >= 1.0:
+                raise ValueError(f"data.task_temperature={task_temperature}: expected T >= 1 (1 = proportional)")
         self.save_hyperparameters()
-        self._source: Path | dict[str, Path] | None = None
+        # Plain values only in hyper-parameters (checkpoints load with weights_only=True).
+        self.hparams["tasks"] = {n: asdict(t) if isinstance(t, TaskData) else dict(t) for n, t in (tasks or {}).items()}
+        self._sources: dict[str | None, Path | dict[str, Path]] = {}
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
         self._attached: Any = None
@@ -298,31 +187,44 @@ class BertDataModule(pl.LightningDataModule):
             )
         return self._attached
 
-    def data_source(self) -> Path | dict[str, Path]:
-        """The data directory, or the head's sample files by split (see the class docstring)."""
-        if self._source is None:
-            self._source = self._find_source()
-        return self._source
+    def data_source(self, task: str | None = None) -> Path | dict[str, Path]:
+        """The data directory, or the head's sample files by split (see the class docstring), of
+        the single task or of ``task`` in ``data.tasks``."""
+        if task not in self._sources:
+            self._sources[task] = self._find_source(task)
+        return self._sources[task]
 
-    def _find_source(self) -> Path | dict[str, Path]:
-        hp = self.hparams
-        if hp.data_dir:
-            return Path(hp.data_dir).expanduser()
+    def _files(self, task: str | None) -> Mapping[str, Any]:
+        """The data directory, data set and split file settings of the single task or of ``task``."""
+        return self.hparams if task is None else self.hparams.tasks[task]
+
+    @staticmethod
+    def _field(task: str | None) -> str:
+        """Where the single task's or ``task``'s settings are, for messages."""
+        return "data" if task is None else f"data.tasks.{task}"
+
+    def _find_source(self, task: str | None) -> Path | dict[str, Path]:
+        files, field = self._files(task), self._field(task)
+        if files["data_dir"]:
+            return Path(files["data_dir"]).expanduser()
         root = os.environ.get(DATA_ENV)
-        if root and hp.dataset:
-            return Path(root).expanduser() / hp.dataset
-        sample = self._module().head.sample_files()
+        if root and files["dataset"]:
+            return Path(root).expanduser() / files["dataset"]
+        head = self._module().head
+        sample = (head if task is None else head.heads[task]).sample_files()
         if sample is None:
-            raise ValueError(f"no data: set data.data_dir or {DATA_ENV} (with data.dataset)")
-        where = f"set {DATA_ENV}=ROOT (reads ROOT/{hp.dataset})" if hp.dataset else "give data.dataset"
+            raise ValueError(f"no data: set {field}.data_dir or {DATA_ENV} (with {field}.dataset)")
+        dataset = files["dataset"]
+        where = f"set {DATA_ENV}=ROOT (reads ROOT/{dataset})" if dataset else f"give {field}.dataset"
         log.warning(
-            "No data directory given: using the bundled sample %s. For the real data pass --data.data_dir DIR or %s.",
+            "No data directory given: using the bundled sample %s. For the real data pass --%s DIR or %s.",
             Path(sample["train"]).parent,
+            f"{field}.data_dir",
             where,
         )
         return sample
 
-    def _path(self, split: str, name: str) -> Path:
+    def _path(self, split: str, name: str, task: str | None = None) -> Path:
         """An absolute path, a path that exists from the working directory, else the split's file in
         the source. The bundled sample stands in for the recipe's split files only: a predict file
         other than the test file must exist.
@@ -331,39 +233,62 @@ class BertDataModule(pl.LightningDataModule):
             FileNotFoundError: the file does not exist (named as given and where it was looked for).
         """
         given = Path(name).expanduser()
-        source = None if given.is_absolute() or given.is_file() else self.data_source()
+        source = None if given.is_absolute() or given.is_file() else self.data_source(task)
         if source is None:
             path = given
         elif not isinstance(source, dict):
             path = source / given
-        elif split == "predict" and name != self.hparams.test_file:
+        elif split == "predict" and name != self._files(task)["test_file"]:
             raise FileNotFoundError(
-                f"{given}: data.predict_file not found (looked in {Path.cwd()}; no data directory is set)"
+                f"{given}: {self._field(task)}.predict_file not found (looked in {Path.cwd()}; no data directory is set)"
             )
         else:
             path = source["test" if split == "predict" else split]
         if not path.exists():  # a file, or a folder for heads that read folders (a corpus, shards)
-            raise FileNotFoundError(f"{path}: data.{split}_file not found")
+            raise FileNotFoundError(f"{path}: {self._field(task)}.{split}_file not found")
         return path
 
-    def _read(self, split: str, name: str | None) -> list[Any]:
-        if name is None:
-            raise ValueError(f"data.{split}_file is not set")
-        head, path = self._module().head, self._path(split, name)
+    def _read(self, split: str) -> list[Any]:
+        """The split's examples: from the single task's file, or from the file of every task that
+        has one (as ``TaskExample``s, task after task).
+
+        Raises:
+            ValueError: no file is set for the split, or a file holds no examples.
+        """
+        tasks = list(self.hparams.tasks) or [None]
+        named = [(task, self._files(task)[f"{split}_file"]) for task in tasks]
+        named = [(task, name) for task, name in named if name is not None]
+        if not named:
+            raise ValueError(
+                f"data.{split}_file is not set" if tasks == [None] else f"no task in data.tasks has a {split}_file"
+            )
+        return [e for task, name in named for e in self._read_file(split, name, task)]
+
+    def _read_file(self, split: str, name: str, task: str | None) -> list[Any]:
+        head, path = self._module().head, self._path(split, name, task)
         fmt = self.hparams.predict_format
         as_text = split == "predict" and (fmt == "text" or (fmt == "auto" and path.suffix == ".txt"))
-        examples = head.read_text(path) if as_text else head.read(path, labelled=split != "predict")
+        labelled = split != "predict"
+        if task is not None:
+            examples = head.read_task(task, path, labelled, as_text)
+        else:
+            examples = head.read_text(path) if as_text else head.read(path, labelled=labelled)
         if not examples:
-            raise ValueError(f"{path}: no examples in data.{split}_file (is it empty, or in another format?)")
+            raise ValueError(
+                f"{path}: no examples in {self._field(task)}.{split}_file (is it empty, or in another format?)"
+            )
         log.info("%s: %d examples from %s", split, len(examples), path)
         return examples
 
     def _load_train(self) -> None:
         """Read train, let the head ``prepare`` on all of it, then hold out ``validation_split``."""
         hp = self.hparams
-        examples = self._read("train", hp.train_file)
-        self._module().head.prepare(examples)
-        if hp.validation_file or not hp.validation_split:
+        examples = self._read("train")
+        module = self._module()
+        module.head.prepare(examples)
+        if self.trainer is None:  # attached (a notebook): build a head that just learned its settings
+            module.configure_model()
+        if not self._held_out():
             self.examples["train"] = examples
             return
         order = torch.randperm(len(examples), generator=torch.Generator().manual_seed(hp.seed)).tolist()
@@ -381,13 +306,18 @@ class BertDataModule(pl.LightningDataModule):
     def _load(self, split: str) -> None:
         if split in self.examples:
             return
-        if split == "train" or (split == "validation" and not self.hparams.validation_file):
+        if split == "train" or (split == "validation" and self._held_out()):
             self._load_train()  # the validation split, if any, is held out of train
         else:
-            self.examples[split] = self._read(split, self.hparams[f"{split}_file"])
+            self.examples[split] = self._read(split)
+
+    def _held_out(self) -> bool:
+        """Whether the validation split is held out of the training file (``validation_split``)."""
+        return bool(self.hparams.validation_split) and not self.hparams.validation_file
 
     def _has_validation(self) -> bool:
-        return bool(self.hparams.validation_file or self.hparams.validation_split)
+        files = [self._files(task)["validation_file"] for task in list(self.hparams.tasks) or [None]]
+        return self._held_out() or any(files)
 
     def setup(self, stage: str) -> None:
         if stage == "fit":
@@ -424,7 +354,14 @@ class BertDataModule(pl.LightningDataModule):
         lengths = getattr(features, "lengths", None)
         if lengths is None:
             lengths = [len(f["input_ids"]) for f in features]
-        if train and hp.max_tokens:
+        tasks = [f["task"] for f in features] if hp.tasks else None
+        if tasks and train:
+            self._single_process("data.tasks")
+            kwargs = dict(batch_sampler=TaskMixingBatchSampler(tasks, hp.batch_size, hp.seed, hp.task_temperature))
+        elif tasks:  # evaluation: one task per batch, the tasks in turn
+            self._single_process("data.tasks")
+            kwargs = dict(batch_sampler=TaskEvalBatchSampler(tasks, lengths, hp.eval_batch_size or 2 * hp.batch_size))
+        elif train and hp.max_tokens:
             kwargs = dict(batch_sampler=self._token_budget(lengths))
         elif train:
             if hp.group_by_length:
@@ -450,9 +387,12 @@ class BertDataModule(pl.LightningDataModule):
             **kwargs,
         )
 
-    def _token_budget(self, lengths: Any) -> TokenBudgetBatchSampler:
+    def _single_process(self, field: str) -> None:
         if self.trainer is not None and self.trainer.world_size > 1:
-            raise ValueError("data.max_tokens: token-budget batches run in one process only; use data.batch_size")
+            raise ValueError(f"{field}: these batches are built in one process only (trainer.devices 1)")
+
+    def _token_budget(self, lengths: Any) -> TokenBudgetBatchSampler:
+        self._single_process("data.max_tokens")
         padded = not self._module().hparams.unpad
         return TokenBudgetBatchSampler(
             [int(n) for n in lengths], self.hparams.max_tokens, self.hparams.seed, padded, self.hparams.group_by_length

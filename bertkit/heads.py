@@ -76,6 +76,23 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         encoder computes the last block for ``[CLS]`` alone (``BertEncoder(cls_only=True)``)."""
         return False
 
+    def restore_learned(self, stored: Mapping[str, Any], built: bool, field: str = "model.head") -> None:
+        """Take the ``learned`` settings from a checkpoint's ``init_args`` (``stored``): set them on
+        a head not yet built, check them on a built one. ``field`` names the head in errors.
+
+        Raises:
+            ValueError: a built head's learned setting differs from the checkpoint's.
+        """
+        for name in self.learned:
+            if name not in stored:
+                continue
+            if not built:
+                self.hparams[name] = stored[name]
+            elif self.hparams[name] != stored[name]:
+                raise ValueError(
+                    f"the checkpoint's {field}.{name} {stored[name]!r} differs from this run's {self.hparams[name]!r}"
+                )
+
     def prepare(self, examples: list[Any]) -> None:
         """See the training examples (all of them, before ``build``); fill ``learned`` settings.
 

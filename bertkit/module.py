@@ -141,16 +141,7 @@ class BertModule(pl.LightningModule):
         """
         self._resumed_rng = checkpoint.get("rng_states")
         stored = checkpoint.get("hyper_parameters", {}).get("head", {}).get("init_args", {})
-        for name in self.head.learned:
-            if name not in stored:
-                continue
-            if not self._head_built:
-                self.head.hparams[name] = stored[name]
-            elif self.head.hparams[name] != stored[name]:
-                raise ValueError(
-                    f"the checkpoint's model.head.{name} {stored[name]!r} differs from this run's "
-                    f"{self.head.hparams[name]!r}"
-                )
+        self.head.restore_learned(stored, self._head_built)
         if not self._head_built:
             self._build_head()
 
@@ -181,7 +172,7 @@ class BertModule(pl.LightningModule):
         outputs = self(batch)
         size = batch["input_ids"].shape[0]
         for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
-            if key == "loss" or key.endswith("_loss"):
+            if key == "loss" or key.endswith(("_loss", "/loss")):
                 # Evaluation losses are averaged over processes (each process's mean, then their mean).
                 self.log(
                     f"{stage}/{key}", value, batch_size=size, prog_bar=stage == "train", sync_dist=stage != "train"

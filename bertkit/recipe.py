@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,20 +25,39 @@ class Composed:
     datamodule: BertDataModule
     trainer: pl.Trainer
 
-    def predict(self, path: str | Path) -> list[dict[str, Any]]:
+    def predict(self, path: str | Path, task: str | None = None) -> list[dict[str, Any]]:
         """Predict on a file (a ``.txt`` file: one example per line) and return the records.
+
+        Args:
+            path: the file.
+            task: with ``data.tasks``, the task whose head reads and predicts the file (the
+                other tasks' ``predict_file`` settings are cleared).
 
         Raises:
             FileNotFoundError: no such file.
+            ValueError: ``task`` is not one of ``data.tasks`` (or given without tasks).
         """
-        self.datamodule.hparams.predict_file = str(Path(path).resolve())
+        hp, file = self.datamodule.hparams, str(Path(path).resolve())
+        if (task is None) != (not hp.tasks) or (task is not None and task not in hp.tasks):
+            raise ValueError(
+                f"predict: task={task!r}; expected one of {sorted(hp.tasks)}"
+                if hp.tasks
+                else f"predict: task={task!r} given, but the recipe has no data.tasks"
+            )
+        for name, files in hp.tasks.items():
+            files["predict_file"] = file if name == task else None
+        if task is None:
+            hp.predict_file = file
         self.datamodule.forget("predict")
         batches = self.trainer.predict(self.model, datamodule=self.datamodule)
         return prediction_records(self.model, self.datamodule, batches)
 
 
 def _override(key: str, value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, float) and math.isinf(value):  # JSON has no infinity; YAML's is .inf
+        text = ".inf" if value > 0 else "-.inf"
+    else:
+        text = value if isinstance(value, str) else json.dumps(value)
     return f"--{key}={text}"
 
 

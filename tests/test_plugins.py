@@ -23,6 +23,7 @@ BUILTIN = {
     "sequence_classification",
     "question_answering",
     "pretraining",
+    "multitask",
 }  # bertkit's own entry points
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule
-from bertkit.data import TokenBudgetBatchSampler
+from bertkit.samplers import TokenBudgetBatchSampler
 
 
 @settings(max_examples=60, deadline=None)

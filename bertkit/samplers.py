@@ -1,0 +1,255 @@
+"""Batch orders of ``BertDataModule``: random or length-grouped training orders, token-budget
+batches, multi-task batches (one task per batch, tasks mixed by temperature), and evaluation
+shards. Each training order is drawn from ``seed + epoch``: the same in every process and after
+resuming from a checkpoint. Temperature-scaled task mixing: Arivazhagan et al. 2019, "Massively
+Multilingual Neural Machine Translation in the Wild", §4.2; Raffel et al. 2020 (T5), §3.5.2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import DistributedSampler, Sampler
+
+
+class EpochRandomSampler(Sampler[int]):
+    """A random order of ``range(n)`` drawn from ``seed + epoch``: the same order for the same
+    epoch in any process, also after resuming from a checkpoint."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        yield from torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
+
+
+class LengthGroupedSampler(Sampler[int]):
+    """Random order in which each run of ``batch_size`` indices has similar lengths.
+
+    Shuffle, cut into mega-batches of ``mega_batch_mult * batch_size``, sort each by length
+    (longest first), then shuffle the batches: the scheme of Hugging Face's
+    ``LengthGroupedSampler``. Less padding means fewer wasted FLOPs.
+    """
+
+    def __init__(self, lengths: list[int], batch_size: int, seed: int = 0, mega_batch_mult: int = 50) -> None:
+        self.lengths, self.batch_size, self.seed, self.mult = lengths, batch_size, seed, mega_batch_mult
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.randperm(len(self.lengths), generator=g).tolist()
+        mega = self.batch_size * self.mult
+        batches = []
+        for i in range(0, len(order), mega):
+            chunk = sorted(order[i : i + mega], key=lambda j: -self.lengths[j])
+            batches += [chunk[k : k + self.batch_size] for k in range(0, len(chunk), self.batch_size)]
+        for b in torch.randperm(len(batches), generator=g).tolist():
+            yield from batches[b]
+
+
+class EpochBatchSampler(Sampler[list[int]]):
+    """Base of the training batch samplers: ``draw(generator)`` makes an epoch's batches from a
+    generator seeded with ``seed + epoch``; ``batches()`` keeps them for the epoch. Lightning calls
+    ``set_epoch`` on ``batch_sampler.sampler``, which is the sampler itself."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed, self.epoch = seed, 0
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    @property
+    def sampler(self) -> EpochBatchSampler:
+        return self
+
+    def draw(self, g: torch.Generator) -> list[list[int]]:
+        raise NotImplementedError
+
+    def batches(self) -> list[list[int]]:
+        """This epoch's batches (the same list on every call within an epoch)."""
+        if self._cache is None or self._cache[0] != self.epoch:
+            self._cache = (self.epoch, self.draw(torch.Generator().manual_seed(self.seed + self.epoch)))
+        return self._cache[1]
+
+    def __len__(self) -> int:
+        return len(self.batches())
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self.batches()
+
+
+class TokenBudgetBatchSampler(EpochBatchSampler):
+    """Training batches defined by a token budget instead of a sentence count.
+
+    Each epoch draws a random order (seeded by ``seed + epoch``), optionally length-grouped as
+    ``LengthGroupedSampler`` does, and cuts it greedily into batches whose cost stays within
+    ``max_tokens``: the number of real tokens (``padded=False``: what an unpadded encoder computes
+    on) or batch size x longest sequence (``padded=True``: the padded (B, T) tensor). fairseq's
+    ``--max-tokens`` and MosaicBERT's packing follow the same idea.
+
+    Args:
+        lengths: tokens per feature.
+        max_tokens: the budget per batch.
+        seed: seed of the order.
+        padded: count padded positions rather than real tokens.
+        group_by_length: sort mega-batches of about 50 batches by length before cutting.
+
+    Raises:
+        ValueError: a feature alone exceeds ``max_tokens``.
+    """
+
+    def __init__(
+        self, lengths: list[int], max_tokens: int, seed: int = 0, padded: bool = False, group_by_length: bool = False
+    ) -> None:
+        longest = max(lengths, default=0)
+        if longest > max_tokens:
+            raise ValueError(f"data.max_tokens={max_tokens} is less than the longest feature ({longest} tokens)")
+        super().__init__(seed)
+        self.lengths, self.max_tokens = lengths, max_tokens
+        self.padded, self.group_by_length = padded, group_by_length
+
+    def _order(self, g: torch.Generator) -> list[int]:
+        order = torch.randperm(len(self.lengths), generator=g).tolist()
+        if not self.group_by_length:
+            return order
+        mega = max(1, 50 * self.max_tokens * len(self.lengths) // max(1, sum(self.lengths)))  # ~50 batches
+        return [
+            j for i in range(0, len(order), mega) for j in sorted(order[i : i + mega], key=lambda j: -self.lengths[j])
+        ]
+
+    def draw(self, g: torch.Generator) -> list[list[int]]:
+        batches: list[list[int]] = []
+        current: list[int] = []
+        tokens = longest = 0
+        for i in self._order(g):
+            n = self.lengths[i]
+            cost = (len(current) + 1) * max(longest, n) if self.padded else tokens + n
+            if current and cost > self.max_tokens:
+                batches.append(current)
+                current, tokens, longest = [], 0, 0
+            current.append(i)
+            tokens, longest = tokens + n, max(longest, n)
+        if current:
+            batches.append(current)
+        if self.group_by_length:  # grouped batches come out sorted: shuffle them
+            batches = [batches[b] for b in torch.randperm(len(batches), generator=g).tolist()]
+        return batches
+
+
+class EvalShardSampler(DistributedSampler):
+    """One process's share of an evaluation order: every ``world_size``-th index from ``rank``,
+    each index on exactly one process (no padding repeats, unlike ``DistributedSampler``, whose
+    repeated examples would count twice in a metric). Lightning leaves a ``DistributedSampler``
+    as it is. The shares differ in length by at most one batch's worth of features.
+
+    Args:
+        order: the global order (longest first).
+        num_replicas, rank: the process group's size and this process's rank.
+    """
+
+    def __init__(self, order: list[int], num_replicas: int, rank: int) -> None:
+        self.order, self.num_replicas, self.rank = order, num_replicas, rank
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order[self.rank :: self.num_replicas])
+
+    def __len__(self) -> int:
+        return len(self.order[self.rank :: self.num_replicas])
+
+
+class TaskMixingBatchSampler(EpochBatchSampler):
+    """Training batches of one task each, the tasks mixed by temperature (see the module docstring).
+
+    Args:
+        tasks: the task of each feature.
+        batch_size: features per batch.
+        seed: seed of the order (``seed + epoch`` each epoch: the same order in any process and
+            after resuming).
+        temperature: ``T`` of the mix, >= 1 (``math.inf``: uniform over tasks).
+
+    Raises:
+        ValueError: ``temperature`` below 1.
+    """
+
+    def __init__(self, tasks: list[str], batch_size: int, seed: int = 0, temperature: float = 1.0) -> None:
+        if not temperature >= 1.0:
+            raise ValueError(f"data.task_temperature={temperature}: expected T >= 1 (1 = proportional, .inf = uniform)")
+        super().__init__(seed)
+        self.groups: dict[str, list[int]] = {}
+        for i, task in enumerate(tasks):
+            self.groups.setdefault(task, []).append(i)
+        self.batch_size, self.temperature = batch_size, temperature
+
+    def probabilities(self) -> dict[str, float]:
+        """Each task's share of the batches: n_t ** (1/T), normalised."""
+        power = 0.0 if math.isinf(self.temperature) else 1.0 / self.temperature
+        weights = {task: len(group) ** power for task, group in self.groups.items()}
+        return {task: w / sum(weights.values()) for task, w in weights.items()}
+
+    def _task_batches(self, task: str, g: torch.Generator) -> list[list[int]]:
+        group = self.groups[task]
+        order = [group[i] for i in torch.randperm(len(group), generator=g).tolist()]
+        return [order[k : k + self.batch_size] for k in range(0, len(order), self.batch_size)]
+
+    def draw(self, g: torch.Generator) -> list[list[int]]:
+        cycles = {task: self._task_batches(task, g) for task in self.groups}
+        total = sum(len(c) for c in cycles.values())
+        if self.temperature == 1.0:
+            pool = [b for c in cycles.values() for b in c]
+            batches = [pool[i] for i in torch.randperm(total, generator=g).tolist()]
+        else:
+            names = list(self.groups)
+            p = torch.tensor([self.probabilities()[t] for t in names], dtype=torch.float64)
+            batches, used = [], dict.fromkeys(names, 0)
+            for k in torch.multinomial(p, total, replacement=True, generator=g).tolist():
+                task = names[k]
+                if used[task] == len(cycles[task]):  # this task's batches are spent: a new cycle
+                    cycles[task], used[task] = self._task_batches(task, g), 0
+                batches.append(cycles[task][used[task]])
+                used[task] += 1
+        return batches
+
+    def __len__(self) -> int:  # without drawing the epoch
+        return sum(math.ceil(len(g) / self.batch_size) for g in self.groups.values())
+
+
+class TaskEvalBatchSampler(Sampler[list[int]]):
+    """Evaluation batches of one task each, longest features first within a task, the tasks'
+    batches taken in turn (so ``trainer.limit_val_batches`` still sees every task).
+
+    Args:
+        tasks: the task of each feature.
+        lengths: tokens per feature.
+        batch_size: features per batch.
+    """
+
+    def __init__(self, tasks: list[str], lengths: list[int], batch_size: int) -> None:
+        order = sorted(range(len(tasks)), key=lambda i: -lengths[i])
+        per_task = []
+        for task in dict.fromkeys(tasks):
+            own = [i for i in order if tasks[i] == task]
+            per_task.append([own[k : k + batch_size] for k in range(0, len(own), batch_size)])
+        turns = max(len(b) for b in per_task)
+        self.batches = [b[k] for k in range(turns) for b in per_task if k < len(b)]
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self.batches

@@ -1,0 +1,180 @@
+"""Several heads on one encoder (issue 13): the task-mixing and evaluation batch orders, the
+multi-task head's checks and loss weights, a Python run whose per-task metrics and predictions
+come back namespaced, and the multi-task recipe through the CLI (fit, then predict in a new
+process from the checkpoint)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections import Counter
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.token_tagging import TokenTaggingHead
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bertkit import BertDataModule, BertModule, Head, MultiTaskHead, TaskData
+from bertkit.samplers import TaskEvalBatchSampler, TaskMixingBatchSampler
+from tests.conftest import FAST, ROOT, run_bertkit
+from tests.test_classification_train import toy_rows
+
+RECIPE = ROOT / "recipes" / "multitask.yaml"
+ENTITY_TYPES = ["PER", "LOC", "ORG", "MISC"]
+
+task_lists = st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=60)
+
+
+@settings(max_examples=50, deadline=None)
+@given(tasks=task_lists, batch_size=st.integers(1, 8), temperature=st.sampled_from([1.0, 2.0, math.inf]))
+def test_mixing_batches_hold_one_task_and_are_fixed_per_epoch(tasks, batch_size, temperature):
+    sampler = TaskMixingBatchSampler(tasks, batch_size, seed=3, temperature=temperature)
+    batches = list(sampler)
+    assert len(batches) == len(sampler) == sum(math.ceil(tasks.count(t) / batch_size) for t in set(tasks))
+    assert all(len({tasks[i] for i in b}) == 1 and 0 < len(b) <= batch_size for b in batches)
+    assert list(sampler) == batches  # the same epoch: the same batches
+    if temperature == 1.0:  # proportional: every feature exactly once per epoch
+        assert sorted(i for b in batches for i in b) == list(range(len(tasks)))
+
+
+def test_temperature_sets_each_tasks_share_of_batches():
+    tasks = ["big"] * 900 + ["small"] * 100
+    shares = {}
+    for temperature in (1.0, 2.0, math.inf):
+        sampler = TaskMixingBatchSampler(tasks, 1, seed=0, temperature=temperature)
+        counts = Counter()
+        for epoch in range(5):
+            sampler.set_epoch(epoch)
+            counts.update(tasks[b[0]] for b in sampler)
+        shares[temperature] = counts["small"] / sum(counts.values())
+        assert shares[temperature] == pytest.approx(sampler.probabilities()["small"], abs=0.02)
+    assert shares[1.0] == pytest.approx(0.1, abs=1e-9)  # exactly proportional
+    assert sampler.probabilities() == {"big": 0.5, "small": 0.5}  # T = inf: uniform
+    assert shares[1.0] < shares[2.0] < shares[math.inf]
+    with pytest.raises(ValueError, match="task_temperature"):
+        TaskMixingBatchSampler(tasks, 4, temperature=0.5)
+
+
+@settings(max_examples=50, deadline=None)
+@given(tasks=task_lists, batch_size=st.integers(1, 8), data=st.data())
+def test_eval_batches_take_every_feature_once_and_the_tasks_in_turn(tasks, batch_size, data):
+    lengths = data.draw(st.lists(st.integers(1, 50), min_size=len(tasks), max_size=len(tasks)))
+    batches = list(TaskEvalBatchSampler(tasks, lengths, batch_size))
+    assert sorted(i for b in batches for i in b) == list(range(len(tasks)))
+    assert all(len({tasks[i] for i in b}) == 1 for b in batches)
+    first = [tasks[b[0]] for b in batches[: len(set(tasks))]]
+    assert sorted(first) == sorted(set(tasks))  # the first round has a batch of every task
+
+
+def heads() -> dict[str, Head]:
+    return {"ner": TokenTaggingHead(entity_types=ENTITY_TYPES), "colours": SequenceClassificationHead()}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"heads": {}}, "at least one head"),
+        ({"heads": {"ner-task": SequenceClassificationHead()}}, "must be a Python identifier"),
+        ({"loss_weights": {"sst2": 1.0}}, r"\['sst2'\] are not tasks"),
+        ({"loss_weights": {"ner": -1.0}}, "must be >= 0"),
+    ],
+)
+def test_multitask_head_checks_its_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MultiTaskHead(**{"heads": heads(), **kwargs})
+
+
+def test_heads_that_pad_one_key_differently_are_refused():
+    class First(SequenceClassificationHead):
+        pad_values = {"span": -1}
+
+    class Second(SequenceClassificationHead):
+        pad_values = {"span": 0}
+
+    with pytest.raises(ValueError, match="pads 'span' with 0"):
+        MultiTaskHead({"a": First(), "b": Second()})
+
+
+def test_data_module_refuses_top_level_files_with_tasks():
+    with pytest.raises(ValueError, match=r"data\.train_file, data\.max_tokens: not used with data\.tasks"):
+        BertDataModule(train_file="x.tsv", max_tokens=512, tasks={"a": TaskData(train_file="y.tsv")})
+
+
+def write_colours(folder, n=64) -> None:
+    """A toy single-label classification set (label from the words) as ``train.tsv``."""
+    folder.mkdir(exist_ok=True)
+    with (folder / "train.tsv").open("w", newline="") as handle:
+        csv.writer(handle, delimiter="\t").writerows(
+            [("sentence", "label"), *toy_rows("single_label", n, random.Random(0))]
+        )
+
+
+def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tmp_path):
+    write_colours(tmp_path)
+    pl.seed_everything(0)
+    # Labels given, so that validation can run before fit (the CLI test learns them from the file).
+    colours_head = SequenceClassificationHead(labels=["animal", "both", "colour"])
+    head = MultiTaskHead(
+        {"ner": TokenTaggingHead(entity_types=ENTITY_TYPES), "colours": colours_head}, {"colours": 0.5}
+    )
+    model = BertModule(head, learning_rate=2e-4, warmup_ratio=0.0)
+    colours = str(tmp_path / "train.tsv")
+    tasks = {
+        "ner": TaskData(train_file="train", validation_file="validation", test_file="test", predict_file="test"),
+        "colours": TaskData(train_file=colours, validation_file=colours, test_file=colours, predict_file=colours),
+    }
+    data = BertDataModule(tasks=tasks, batch_size=8, task_temperature=math.inf)  # equal shares
+    trainer = pl.Trainer(
+        max_epochs=2, limit_train_batches=40, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path,
+    )  # fmt: skip
+    before = trainer.validate(model, datamodule=data, verbose=False)[0]
+    trainer.fit(model, datamodule=data)
+    after = trainer.test(model, datamodule=data, verbose=False)[0]
+    for task, score in (("ner", "f1"), ("colours", "accuracy")):  # each head learned its task
+        assert after[f"test/{task}/loss"] < 0.5 * before[f"val/{task}/loss"], (before, after)
+        assert after[f"test/{task}/{score}"] > before[f"val/{task}/{score}"] + 0.2
+    assert not [k for k in after if k.startswith("test/") and k.count("/") == 1 and k != "test/loss"]
+
+    # The batch loss is the task's loss times its weight.
+    batch = next(b for b in data.test_dataloader() if b["task"][0] == "colours")
+    with torch.no_grad():
+        outputs = model.eval()(batch)
+    assert outputs["loss"] == pytest.approx(0.5 * outputs["colours/loss"].item())
+
+    records = [r for batch in trainer.predict(model, datamodule=data) for r in batch]
+    formatted = head.format_predictions(data.examples["predict"], records)
+    assert Counter(r["task"] for r in formatted) == Counter(e.task for e in data.examples["predict"])
+    colour_records = [r for r in formatted if r["task"] == "colours"]
+    assert {r["label"] for r in colour_records} <= {"animal", "both", "colour"}
+    assert all("entities" in r for r in formatted if r["task"] == "ner")
+
+    stored = model.hparams["head"]["init_args"]  # every head's spec
+    assert stored["heads"]["colours"]["init_args"]["labels"] == ["animal", "both", "colour"]
+    rebuilt = BertModule(model.hparams["head"])
+    assert rebuilt.head.heads["colours"].hparams.labels == ["animal", "both", "colour"]
+    rebuilt.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert torch.equal(rebuilt.eval()(batch)["logits"], outputs["logits"])
+
+
+def test_multitask_recipe_fits_and_predicts_through_the_cli(tmp_path):
+    write_colours(tmp_path / "sst2")
+    task_data = f"--data.tasks.sst2.data_dir={tmp_path / 'sst2'}"
+    files = ["--data.tasks.sst2.train_file=train.tsv", "--data.tasks.sst2.validation_file=train.tsv"]
+    files += ["--data.tasks.sst2.test_file=train.tsv", "--data.tasks.sst2.predict_file=train.tsv"]
+    run_bertkit("fit", "--config", str(RECIPE), *FAST, task_data, *files, cwd=tmp_path)
+    checkpoints = sorted(p.name for p in (tmp_path / "runs" / "multitask" / "checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints and any(n.startswith("epoch0-nerf1") for n in checkpoints)
+    run_bertkit("predict", "--config", str(RECIPE), task_data, *files, "--ckpt_path=best", cwd=tmp_path)
+    lines = (tmp_path / "runs" / "multitask" / "predictions.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    sample = TokenTaggingHead(entity_types=ENTITY_TYPES).sample_files()["test"]
+    ner_sentences = len(TokenTaggingHead(entity_types=ENTITY_TYPES).read(sample))
+    assert Counter(r["task"] for r in records) == {"ner": ner_sentences, "sst2": 64}
+    assert {r["label"] for r in records if r["task"] == "sst2"} <= {"animal", "both", "colour"}
