@@ -205,8 +205,8 @@ class BertModule(pl.LightningModule):
             metrics = self.head.compute_metrics(stage)
         checkpoint = self.trainer.checkpoint_callback
         shown = checkpoint.monitor if checkpoint is not None else None  # the score the run selects on
-        for key, value in metrics.items():
-            self.log(f"{stage}/{key}", value, prog_bar=f"{stage}/{key}" == shown)
+        for key, value in metrics.items():  # as floats: torchmetrics' MCC returns an integer 1 or 0 at the extremes
+            self.log(f"{stage}/{key}", torch.as_tensor(value).float(), prog_bar=f"{stage}/{key}" == shown)
 
     @override
     def on_fit_start(self) -> None:
