@@ -118,6 +118,19 @@ def _head_names(args: list[str]) -> list[tuple[str, str]]:
     return given[-1:]
 
 
+def _task_head_names(args: list[str]) -> list[tuple[str, str]]:
+    """``(head name, where)`` of each task head of a ``MultiTaskHead`` in the recipes."""
+    given: list[tuple[str, str]] = []
+    for name in config_files(args):
+        head = (read_recipe(name).get("model") or {}).get("head")
+        tasks = ((head.get("init_args") or {}).get("heads") if isinstance(head, dict) else None) or {}
+        for task, spec in tasks.items() if isinstance(tasks, dict) else []:
+            value = spec.get("class_path") if isinstance(spec, dict) else spec
+            if isinstance(value, str):
+                given.append((value, f"{name}: model.head.init_args.heads.{task}.class_path"))
+    return given
+
+
 def check_head(args: list[str], heads: dict[str, type]) -> str | None:
     """The head a run names is a registered head or an importable ``Head`` subclass.
 
@@ -128,7 +141,7 @@ def check_head(args: list[str], heads: dict[str, type]) -> str | None:
         ValueError: it is neither; the message names where it was given, the closest registered
             name and all registered names.
     """
-    for name, where in _head_names(args):
+    for name, where in _head_names(args) + _task_head_names(args):
         if name in heads:
             continue
         if "." in name:

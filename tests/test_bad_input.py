@@ -97,6 +97,19 @@ CASES = [
         ["r.yaml: model.head.class_path", "known heads: MultiTaskHead, PreTrainingHead"],
         {"r.yaml": "model:\n  head:\n    class_path: SequenceClasificationHead\n"},
     ),
+    Case(
+        "task-head-typo",
+        ["fit", "--config", "r.yaml"],
+        ["r.yaml: model.head.init_args.heads.ner.class_path", "(did you mean TokenTaggingHead?)"],
+        {
+            "r.yaml": "model:\n  head:\n    class_path: MultiTaskHead\n    init_args:\n      heads:\n        ner:\n          class_path: TokenTagingHead\n"
+        },
+    ),
+    Case(
+        "task-temperature",
+        ["fit", "--config", str(R / "multitask.yaml"), "--data.task_temperature=0.5"],
+        ["data.task_temperature=0.5: expected T >= 1"],
+    ),
     Case("head-not-importable", ["fit", "--config", NER, "--model.head", "nowhere.Head"], ["'nowhere.Head'"]),
     Case("head-not-a-head", ["fit", "--config", NER, "--model.head", "collections.OrderedDict"], ["is not a"]),
     Case("key-typo", ner("--data.batchsize=8"), ["--data.batchsize"]),
