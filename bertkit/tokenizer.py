@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
@@ -20,6 +22,9 @@ from bertkit.io import atomic_path, text_lines
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 BRACKETED = re.compile(r"\[[A-Za-z0-9_]+\]")
+# BERT's input template (Devlin et al. 2019, §3): (piece, segment id); $A and $B are the sequences.
+SINGLE_TEMPLATE = (("[CLS]", 0), ("$A", 0), ("[SEP]", 0))
+PAIR_TEMPLATE = (*SINGLE_TEMPLATE, ("$B", 1), ("[SEP]", 1))
 
 
 @dataclass
@@ -43,6 +48,35 @@ class Encoded:
     @classmethod
     def from_encoding(cls, enc: Encoding) -> Encoded:
         return cls(enc.ids, enc.type_ids, enc.offsets, enc.word_ids, enc.sequence_ids)
+
+
+@dataclass
+class Inputs:
+    """A model input built from token ids by the tokenizer's template (``BertTokenizer.build_inputs``).
+
+    Attributes:
+        input_ids: the template's special tokens and the sequences' ids.
+        token_type_ids: the segment id of each position.
+        sequence_ids: 0 / 1 where the first / second sequence's tokens are, None at special tokens.
+    """
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    sequence_ids: list[int | None]
+
+    def start(self, sequence: int = 0) -> int:
+        """Position of the first token of ``sequence`` (0 or 1).
+
+        Raises:
+            ValueError: that sequence has no tokens here.
+        """
+        return self.sequence_ids.index(sequence)
+
+    def spread(self, fill: Any, first: Sequence[Any], second: Sequence[Any] = ()) -> list[Any]:
+        """One value per position: ``first``'s at the first sequence's tokens, ``second``'s at the
+        second's, ``fill`` at special tokens (a per-token feature such as labels, -100 at specials)."""
+        values = {0: iter(first), 1: iter(second)}
+        return [fill if s is None else next(values[s]) for s in self.sequence_ids]
 
 
 class BertTokenizer:
@@ -86,9 +120,34 @@ class BertTokenizer:
 
     def _add_template(self) -> None:
         cls, sep = ("[CLS]", self.cls_token_id), ("[SEP]", self.sep_token_id)
-        self.backend.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A:0 [SEP]:0", pair="[CLS] $A:0 [SEP]:0 $B:1 [SEP]:1", special_tokens=[cls, sep]
+        single, pair = (
+            " ".join(f"{piece}:{segment}" for piece, segment in t) for t in (SINGLE_TEMPLATE, PAIR_TEMPLATE)
         )
+        self.backend.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=[cls, sep])
+
+    def num_special_tokens(self, pair: bool = False) -> int:
+        """Special tokens the template adds to one sequence (2: ``[CLS]``, ``[SEP]``) or a pair (3)."""
+        return sum(not piece.startswith("$") for piece, _ in (PAIR_TEMPLATE if pair else SINGLE_TEMPLATE))
+
+    def build_inputs(self, first: list[int], second: list[int] | None = None) -> Inputs:
+        """The model input of one or two sequences of token ids by the template that ``encode``
+        applies (``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]``, segment ids 0 / 1): for heads that
+        cut windows from tokenized text. Hugging Face's ``build_inputs_with_special_tokens`` and
+        ``create_token_type_ids_from_sequences`` in one.
+        """
+        sequences = {"$A": (0, first), "$B": (1, second or [])}
+        specials = {"[CLS]": self.cls_token_id, "[SEP]": self.sep_token_id}
+        inputs = Inputs([], [], [])
+        for piece, segment in PAIR_TEMPLATE if second is not None else SINGLE_TEMPLATE:
+            if piece in sequences:
+                sequence, ids = sequences[piece]
+                inputs.input_ids += ids
+                inputs.sequence_ids += [sequence] * len(ids)
+            else:
+                inputs.input_ids.append(specials[piece])
+                inputs.sequence_ids.append(None)
+            inputs.token_type_ids += [segment] * (len(inputs.input_ids) - len(inputs.token_type_ids))
+        return inputs
 
     @classmethod
     def from_vocab(
@@ -177,7 +236,7 @@ class BertTokenizer:
         """
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"encode_batch: {len(texts)} texts but {len(pairs)} pairs")
-        specials = 2 if pairs is None else 3
+        specials = self.num_special_tokens(pair=pairs is not None)
         if max_length is not None and max_length <= specials:
             raise ValueError(f"max_length={max_length}: must leave room for {specials} special tokens")
         inputs = texts if pairs is None else list(zip(texts, pairs))

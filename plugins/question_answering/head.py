@@ -145,7 +145,7 @@ class QuestionAnsweringHead(Head):
         features = []
         for index, (example, question) in enumerate(zip(examples, questions)):
             query = question.input_ids[: hp.max_query_length]
-            room = max_length - len(query) - 3
+            room = max_length - len(query) - tokenizer.num_special_tokens(pair=True)
             if room < 1:
                 raise ValueError(
                     f"data.max_length={max_length} leaves no room for the passage beside a question of "
@@ -155,10 +155,10 @@ class QuestionAnsweringHead(Head):
             spans = doc_spans(len(context.input_ids), room, hp.doc_stride)
             target = self._token_span(example, context) if example.labelled else None
             for k, (start, length) in enumerate(spans):
-                feature = self._window(tokenizer, query, context, spans, k)
+                feature, offset = self._window(tokenizer, query, context, spans, k)
                 feature |= {"example_index": index, "example": example}
                 if example.labelled:
-                    feature |= self._positions(target, start, length, len(query) + 2)
+                    feature |= self._positions(target, start, length, offset)
                 features.append(feature)
         return features
 
@@ -191,22 +191,22 @@ class QuestionAnsweringHead(Head):
     @staticmethod
     def _window(
         tokenizer: BertTokenizer, query: list[int], context: Encoded, spans: list[tuple[int, int]], k: int
-    ) -> Feature:
+    ) -> tuple[Feature, int]:
+        """Window ``k`` as the template's pair (question, passage slice), and the position of its
+        first passage token."""
         start, length = spans[k]
         ranges = [(s, s + n) for s, n in spans]
-        offset = len(query) + 2
         inside = range(start, start + length)
-        outside = [0] * offset
-        return {
-            "input_ids": [tokenizer.cls_token_id, *query, tokenizer.sep_token_id]
-            + context.input_ids[start : start + length]
-            + [tokenizer.sep_token_id],
-            "token_type_ids": outside + [1] * (length + 1),
-            "may_start": outside + [int(max_context_window(ranges, p) == k) for p in inside] + [0],
-            "may_end": outside + [1] * length + [0],
-            "char_start": outside + [context.offsets[p][0] for p in inside] + [0],
-            "char_end": outside + [context.offsets[p][1] for p in inside] + [0],
+        inputs = tokenizer.build_inputs(query, context.input_ids[start : start + length])
+        feature = {
+            "input_ids": inputs.input_ids,
+            "token_type_ids": inputs.token_type_ids,
+            "may_start": inputs.spread(0, [0] * len(query), [int(max_context_window(ranges, p) == k) for p in inside]),
+            "may_end": inputs.spread(0, [0] * len(query), [1] * length),
+            "char_start": inputs.spread(0, [0] * len(query), [context.offsets[p][0] for p in inside]),
+            "char_end": inputs.spread(0, [0] * len(query), [context.offsets[p][1] for p in inside]),
         }
+        return feature, inputs.start(1)
 
     # ----- model -----
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:

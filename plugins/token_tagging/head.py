@@ -122,7 +122,7 @@ class TokenTaggingHead(Head):
     def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
         hp = self.hparams
         encodings = tokenizer.tokenize([s.words for s in examples], is_pretokenized=True)
-        budget = max_length - 2
+        budget = max_length - tokenizer.num_special_tokens()
         features = []
         for index, (sentence, enc) in enumerate(zip(examples, encodings)):
             ids, word_ids = self._word_tokens(sentence, enc.input_ids, enc.word_ids, tokenizer.unk_token_id)
@@ -130,7 +130,7 @@ class TokenTaggingHead(Head):
             owner = owners(word_ids, spans)
             tag_ids = [self.tag_ids[t] for t in sentence.tags] if sentence.tags is not None else None
             for k, (s, e) in enumerate(spans):
-                word_index, labels = [-1], [-100]  # [CLS]
+                word_index, labels = [], []  # per token of the window; -1 / -100 at the template's specials
                 for pos in range(s, e):
                     w = word_ids[pos]
                     first = pos == 0 or word_ids[pos - 1] != w
@@ -141,17 +141,15 @@ class TokenTaggingHead(Head):
                     else:
                         tag = self.tags[tag_ids[w]]
                         labels.append(tag_ids[w] if first else self.tag_ids.get("I-" + tag[2:], tag_ids[w]))
-                word_index.append(-1)  # [SEP]
-                labels.append(-100)
-                n = e - s + 2
+                inputs = tokenizer.build_inputs(ids[s:e])
                 feature = {
-                    "input_ids": [tokenizer.cls_token_id, *ids[s:e], tokenizer.sep_token_id],
-                    "token_type_ids": [0] * n,
-                    "word_index": word_index,
+                    "input_ids": inputs.input_ids,
+                    "token_type_ids": inputs.token_type_ids,
+                    "word_index": inputs.spread(-1, word_index),
                     "example_index": index,
                 }
                 if tag_ids is not None:
-                    feature["labels"] = labels
+                    feature["labels"] = inputs.spread(-100, labels)
                 features.append(feature)
         return features
 
