@@ -105,6 +105,11 @@ class BertConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in raw.items() if k in names})
 
+    @property
+    def embedding_width(self) -> int:
+        """Width E of the embeddings (``hidden_size`` in BERT; ELECTRA may make it smaller)."""
+        return self.hidden_size
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, as written to ``config.json`` (with ``model_type: bert``)."""
         return {"model_type": "bert", "architectures": ["BertModel"], **dataclasses.asdict(self)}

@@ -87,6 +87,7 @@ def embed(
         max_length: tokens per line, specials included; longer lines are truncated (with a warning).
         batch_size: lines per forward pass.
     """
+    from bertkit.encoders import family_of
     from bertkit.module import BertModule
     from bertkit.pretrained import resolve_pretrained
 
@@ -103,7 +104,7 @@ def embed(
         encoder, tokenizer = model.encoder, model.tokenizer
     else:
         directory = resolve_pretrained(pretrained)
-        encoder, tokenizer = BertEncoder.from_pretrained(directory), BertTokenizer.from_pretrained(directory)
+        encoder, tokenizer = family_of(directory).from_pretrained(directory)
     texts = [line for _, line in lines]
     vectors, tokens, truncated = embed_texts(encoder, tokenizer, texts, features, pooling, max_length, batch_size)
     if truncated:

@@ -105,8 +105,7 @@ def export(checkpoint: str, output: str, onnx: bool = True) -> None:
 
     check_checkpoint(checkpoint, None)
     model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
-    model.save_pretrained(output)
-    print(f"wrote {output} ({model.head.hf_architecture if model.head.hf_state_dict() else 'BertModel'})")
+    print(f"wrote {output} ({model.save_pretrained(output)})")
     if onnx:
         worst = export_onnx(model, Path(output) / "model.onnx")
         print(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")

@@ -140,6 +140,12 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         text) reach the batch as a plain list.
         """
 
+    def encoder_inputs(self, batch: Batch) -> Batch:
+        """The batch the encoder reads, made from the loader's (``BertModule`` calls this before
+        the encoder, and passes the result on to ``forward``). The default returns it unchanged;
+        ELECTRA's head runs its generator here and returns the corrupted ``input_ids``."""
+        return batch
+
     @abstractmethod
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
         """Head outputs for a batch; includes ``loss`` when the batch has labels."""

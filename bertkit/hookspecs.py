@@ -44,3 +44,10 @@ def register_masking(register: Callable[[type], None]) -> None:
 def register_commands(register: Callable[[str, Callable], None]) -> None:
     """Register ``bertkit NAME`` sub-commands: ``register(name, function)``. The function's
     type-hinted signature and docstring become the command's options and help (jsonargparse)."""
+
+
+@hookspec
+def register_encoders(register: Callable[[type], None]) -> None:
+    """Register encoder families (``bertkit.encoders.EncoderFamily`` subclasses): ``register(cls)``.
+    Each is chosen by its ``name`` (``model.encoder``, or a pretrained ``config.json``'s
+    ``model_type``). Every implementation is called; names must be unique."""

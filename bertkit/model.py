@@ -85,20 +85,22 @@ class EncoderOutput:
 
 
 class BertEmbeddings(nn.Module):
-    """Token + segment + learned position embeddings, then LayerNorm and dropout (§3, Figure 2)."""
+    """Token + segment + learned position embeddings, then LayerNorm and dropout (§3, Figure 2),
+    of width ``config.embedding_width`` (``hidden_size`` in BERT)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        E = config.embedding_width
+        self.word_embeddings = nn.Embedding(config.vocab_size, E, config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, E)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
+        self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor
     ) -> torch.Tensor:
-        """Ids of any shape S ((B, T) padded, (N,) packed) -> (*S, H)."""
+        """Ids of any shape S ((B, T) padded, (N,) packed) -> (*S, E)."""
         x = (
             self.word_embeddings(input_ids)
             + self.token_type_embeddings(token_type_ids)
@@ -309,7 +311,7 @@ class BertEncoder(nn.Module):
             input_ids, token_type_ids, positions = (layout.unpad(t) for t in (input_ids, token_type_ids, positions))
         if attention_mask is not None:
             key_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = attend
-        x = self.embeddings(input_ids, token_type_ids, positions)  # (B, T, H), packed (N, H)
+        x = self.embed(input_ids, token_type_ids, positions)  # (B, T, H), packed (N, H)
         states = [x if layout is None else layout.pad(x)] if output_hidden_states else None
         last = len(self.encoder.layer) - 1
         for i, block in enumerate(self.encoder.layer):
@@ -323,6 +325,11 @@ class BertEncoder(nn.Module):
         if layout is None:
             return EncoderOutput(x, pooled, hidden_states)
         return EncoderOutput(None, pooled, hidden_states, layout, packed=x)
+
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The first block's input: ids of any shape S -> (*S, H). An encoder family whose embeddings
+        differ from BERT's (a projection, shared embeddings) overrides this."""
+        return self.embeddings(input_ids, token_type_ids, positions)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path, add_pooling_layer: bool = True) -> BertEncoder:

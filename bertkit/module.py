@@ -15,11 +15,12 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_warn
+from torch import nn
 from typing_extensions import override
 
-from bertkit.config import BertConfig, Preset
+from bertkit.config import Preset
+from bertkit.encoders import EncoderFamily, encoder_family, family_of
 from bertkit.heads import Batch, Head, head_from_spec
-from bertkit.model import BertEncoder
 from bertkit.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.rng import rng_states, set_rng_states
 from bertkit.tokenizer import BertTokenizer
@@ -39,13 +40,16 @@ def decays(parameter: torch.Tensor) -> bool:
 
 
 class BertModule(pl.LightningModule):
-    """A BERT encoder with one task head.
+    """An encoder (BERT, or another registered family) with one task head.
 
     Args:
         head: the task head (a ``Head`` subclass, usually given by ``class_path`` in a recipe).
         pretrained: a Hugging Face format directory or a registered name
             (``bertkit plugins`` lists them); its weights, config and tokenizer are used.
             None builds a fresh encoder from ``preset`` and ``vocab_file``.
+        encoder: the encoder family (``bertkit.encoders``; ``bertkit plugins`` lists the
+            registered ones: ``bert``, ``electra`` …). None: the ``model_type`` of the pretrained
+            directory's ``config.json``, ``bert`` for a fresh encoder.
         preset: size of a fresh encoder: tiny, mini, small, medium, base or large.
         vocab_file: the tokenizer of a fresh encoder: ``vocab.txt``, a directory with a
             tokenizer, or a registered model name (its tokenizer only, not its weights).
@@ -70,6 +74,7 @@ class BertModule(pl.LightningModule):
         self,
         head: Head,
         pretrained: str | None = "all-MiniLM-L6-v2",
+        encoder: str | None = None,
         preset: Preset | None = None,
         vocab_file: str | None = None,
         lowercase: bool = True,
@@ -91,7 +96,9 @@ class BertModule(pl.LightningModule):
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
         if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
             raise ValueError(f"model.attention_dropout={attention_dropout}: expected 0 <= attention_dropout < 1")
-        self.encoder, self.tokenizer = self._build_encoder(pretrained, preset, vocab_file, lowercase)
+        self.family, self.encoder, self.tokenizer = self._build_encoder(
+            pretrained, encoder, preset, vocab_file, lowercase
+        )
         if attention_dropout is not None:
             self.encoder.config.attention_probs_dropout_prob = attention_dropout
             for block in self.encoder.encoder.layer:
@@ -147,15 +154,22 @@ class BertModule(pl.LightningModule):
 
     @staticmethod
     def _build_encoder(
-        pretrained: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
-    ) -> tuple[BertEncoder, BertTokenizer]:
+        pretrained: str | None, name: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
+    ) -> tuple[type[EncoderFamily], nn.Module, BertTokenizer]:
         if pretrained is not None:
             directory = resolve_pretrained(pretrained)
-            return BertEncoder.from_pretrained(directory), BertTokenizer.from_pretrained(directory)
+            family = family_of(directory)
+            if name is not None and name != family.name:
+                raise ValueError(
+                    f"model.encoder={name!r}, but model.pretrained={pretrained!r} is a {family.name!r} model "
+                    "(its config.json's model_type); leave model.encoder out to use it"
+                )
+            return family, *family.from_pretrained(directory)
         if preset is None or vocab_file is None:
             raise ValueError("model: give pretrained, or preset and vocab_file for a fresh encoder")
-        tokenizer = load_tokenizer(vocab_file, lowercase)
-        return BertEncoder(BertConfig.preset(preset, vocab_size=tokenizer.vocab_size)), tokenizer
+        family = encoder_family(name or "bert")
+        tokenizer = load_tokenizer(vocab_file, lowercase, family.tokenizer_class)
+        return family, family.fresh(preset, tokenizer), tokenizer
 
     @override
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -164,6 +178,7 @@ class BertModule(pl.LightningModule):
                 f"{type(self.head).__name__} has no layers yet: it learns {', '.join(self.head.learned)} "
                 "from the training file. Fit first, pass a checkpoint (--ckpt_path), or set them in the recipe."
             )
+        batch = self.head.encoder_inputs(batch)
         inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
         encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only, unpad=self.hparams.unpad)
         return self.head(encoded, batch)
@@ -226,24 +241,34 @@ class BertModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_epoch_metrics("test")
 
-    def save_pretrained(self, directory: str | Path) -> None:
+    def save_pretrained(self, directory: str | Path) -> str:
         """Write a Hugging Face format directory: ``config.json``, ``model.safetensors``,
         ``tokenizer.json`` and ``vocab.txt``, for the ``transformers`` class of the head
         (``Head.hf_architecture``: ``BertForTokenClassification``, ``…SequenceClassification``,
         ``…QuestionAnswering``, ``…PreTraining``) with its labels in ``id2label``: the trained task
-        layer is kept. A head no such class computes (mean pooling) exports the encoder as a
-        ``BertModel``, with a warning. Any export loads as ``pretrained`` in any recipe. Files are
-        replaced atomically.
+        layer is kept; the encoder family names the class (``ElectraForTokenClassification`` for
+        an ELECTRA encoder). A head no such class computes (mean pooling) exports the encoder alone
+        (``BertModel``, ``ElectraModel``), with a warning. Any export loads as ``pretrained`` in
+        any recipe. Files are replaced atomically.
+
+        Returns:
+            The ``transformers`` class written into ``config.json``'s ``architectures``.
         """
         head_state = self.head.hf_state_dict() if self._head_built else {}
-        architecture = self.head.hf_architecture if head_state else "BertModel"
-        if self._head_built and not head_state and any(True for _ in self.head.parameters()):
+        plain = self.encoder.config.to_dict()["architectures"][0]  # BertModel, ElectraModel …
+        architecture = self.family.hf_architecture(self.head.hf_architecture) if head_state else None
+        if self._head_built and architecture is None and any(True for _ in self.head.parameters()):
             rank_zero_warn(
-                f"save_pretrained: {type(self.head).__name__} {dict(self.head.hparams)} has no transformers class; "
-                f"{directory} holds the encoder only (BertModel), without the trained task layer"
+                f"save_pretrained: {type(self.head).__name__} {dict(self.head.hparams)} has no transformers class "
+                f"for a {self.family.name} encoder; {directory} holds the encoder only ({plain}), without the "
+                "trained task layer"
             )
-        save_encoder(self.encoder, directory, head_state, architecture, self.head.hf_config() if head_state else {})
+        if architecture is None:
+            head_state = {}
+        extra = self.head.hf_config() if head_state else {}
+        save_encoder(self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix)
         self.tokenizer.save(directory)
+        return architecture or plain
 
     @override
     def configure_gradient_clipping(

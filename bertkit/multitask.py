@@ -168,6 +168,9 @@ class MultiTaskHead(Head):
         prefix = f"{task}/"
         return {k.removeprefix(prefix): v for k, v in outputs.items() if k != "loss"}
 
+    def encoder_inputs(self, batch: Batch) -> Batch:
+        return self.heads[self._task(batch)].encoder_inputs(batch)
+
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
         task = self._task(batch)
         outputs = self.heads[task](encoded, batch)

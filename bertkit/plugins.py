@@ -46,6 +46,9 @@ class PluginInfo:
     registered: dict[str, list[str]] = field(default_factory=dict)
 
 
+# Registries whose objects are named by an attribute of their own (else by ``__name__``).
+NAME_ATTRIBUTE = {"register_encoders": "name"}  # EncoderFamily.name: "electra", as recipes say it
+
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, EntryPoint | None] = {}
 
@@ -145,7 +148,7 @@ def _collect(hook_name: str) -> dict[str, dict[str, object]]:
         items = found.setdefault(plugin_name, {})
 
         def register(obj: object, locate: Callable | None = None, _items=items, _plugin=plugin_name) -> None:
-            name = obj if isinstance(obj, str) else obj.__name__
+            name = obj if isinstance(obj, str) else getattr(obj, NAME_ATTRIBUTE.get(hook_name, "__name__"))
             if name in owner and owner[name] != _plugin:
                 raise PluginError(f"{hook_name}: {name!r} registered by both {owner[name]!r} and {_plugin!r}")
             owner[name] = _plugin
@@ -165,7 +168,13 @@ def describe() -> list[PluginInfo]:
     pm = plugin_manager()
     by_hook = {
         spec: _collect(spec)
-        for spec in ("register_heads", "register_masking", "register_pretrained", "register_commands")
+        for spec in (
+            "register_heads",
+            "register_encoders",
+            "register_masking",
+            "register_pretrained",
+            "register_commands",
+        )
     }
     infos = []
     for name, plugin in pm.list_name_plugin():

@@ -28,16 +28,19 @@ def resolve_pretrained(name_or_path: str, field: str = "model.pretrained") -> Pa
     )
 
 
-def load_tokenizer(vocab: str | Path, lowercase: bool = True) -> BertTokenizer:
-    """A tokenizer from a ``vocab.txt`` file (``lowercase`` applies), a model or tokenizer
-    directory, or a registered model name (their own settings apply).
+def load_tokenizer(
+    vocab: str | Path, lowercase: bool = True, cls: type[BertTokenizer] = BertTokenizer
+) -> BertTokenizer:
+    """A tokenizer (of class ``cls``, an encoder family's) from a ``vocab.txt`` file
+    (``lowercase`` applies), a model or tokenizer directory, or a registered model name (their
+    own settings apply).
 
     Raises:
         FileNotFoundError: none of these; see ``resolve_pretrained``.
     """
     path = Path(vocab).expanduser()
     if path.is_file():
-        return BertTokenizer.from_vocab(path, lowercase)
+        return cls.from_vocab(path, lowercase)
     if path.suffix == ".txt":
         raise FileNotFoundError(f"model.vocab_file={str(vocab)!r}: vocabulary file not found")
-    return BertTokenizer.from_pretrained(resolve_pretrained(str(vocab), "model.vocab_file"))
+    return cls.from_pretrained(resolve_pretrained(str(vocab), "model.vocab_file"))

@@ -2,8 +2,9 @@
 
 A model directory holds ``config.json`` and ``model.safetensors`` (preferred) or
 ``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``). Checkpoints of
-``BertFor*`` models carry a ``bert.`` prefix and their task layers (``cls.*`` of pre-training,
-``classifier.*``, ``qa_outputs.*``): the prefix is stripped, the task layers are returned and
+task models carry the family's prefix (``bert.``, ``electra.``) and their task layers (``cls.*`` of
+pre-training, ``classifier.*``, ``qa_outputs.*``, ELECTRA's ``discriminator_predictions.*``): the
+prefix is stripped, the task layers are returned and
 reported, anything else unexpected is an error that names the keys.
 """
 
@@ -23,8 +24,10 @@ log = logging.getLogger(__name__)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers older transformers versions saved; derived, never learned.
 _DERIVED = ("embeddings.position_ids",)
-# Key prefixes of the task layers of transformers' BertFor* classes.
-TASK_LAYERS = ("cls.", "classifier.", "qa_outputs.")
+# Key prefixes of the task layers of transformers' BertFor* and ElectraFor* classes.
+TASK_LAYERS = (
+    "cls.", "classifier.", "qa_outputs.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.",
+)  # fmt: skip
 
 
 def read_state_dict(directory: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
@@ -51,8 +54,11 @@ def _short(keys: list[str], limit: int = 8) -> str:
     return ", ".join(keys[:limit]) + more
 
 
-def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dict[str, torch.Tensor]:
-    """Copy a directory's encoder weights into ``encoder`` (a ``BertEncoder``).
+def load_encoder_weights(
+    encoder: torch.nn.Module, directory: str | Path, prefix: str = "bert."
+) -> dict[str, torch.Tensor]:
+    """Copy a directory's encoder weights into ``encoder`` (a ``BertEncoder`` or subclass);
+    ``prefix`` is the family's key prefix in task checkpoints.
 
     Returns:
         The checkpoint's task-layer tensors (``TASK_LAYERS``, prefix kept), possibly empty.
@@ -65,7 +71,7 @@ def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dic
     raw, path = read_state_dict(directory)
     state, heads = {}, {}
     for key, tensor in raw.items():
-        key = key.removeprefix("bert.")
+        key = key.removeprefix(prefix)
         if key.startswith(TASK_LAYERS):
             heads[key] = tensor
         elif key not in _DERIVED:
@@ -73,7 +79,7 @@ def load_encoder_weights(encoder: torch.nn.Module, directory: str | Path) -> dic
     own = encoder.state_dict()
     unexpected = sorted(set(state) - set(own))
     if unexpected:
-        raise ValueError(f"{path}: unexpected keys, not part of a BERT encoder: {_short(unexpected)}")
+        raise ValueError(f"{path}: unexpected keys, not part of a {type(encoder).__name__}: {_short(unexpected)}")
     wrong = [
         f"{k} {tuple(v.shape)} vs config {tuple(own[k].shape)}" for k, v in state.items() if v.shape != own[k].shape
     ]
@@ -97,23 +103,25 @@ def save_encoder(
     head_state: dict[str, torch.Tensor] | None = None,
     architecture: str = "BertModel",
     extra_config: dict | None = None,
+    prefix: str = "bert.",
 ) -> None:
     """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``.
 
     Args:
-        encoder: a ``BertEncoder``.
+        encoder: a ``BertEncoder`` (or subclass: its ``config.to_dict()`` names the ``model_type``).
         directory: created if missing.
         head_state: the task layers of a ``BertFor*`` checkpoint (``cls.*``, ``classifier.*`` …);
-            with them the encoder's keys get the ``bert.`` prefix, as ``transformers`` saves them.
+            with them the encoder's keys get ``prefix``, as ``transformers`` saves them.
         architecture: ``config.json``'s ``architectures`` entry.
         extra_config: more ``config.json`` entries (``id2label``, ``problem_type`` …).
+        prefix: the encoder family's key prefix (``bert.``, ``electra.``).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = {**encoder.config.to_dict(), **(extra_config or {}), "architectures": [architecture]}
     with atomic_path(directory / "config.json") as tmp:
         tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    prefix = "bert." if head_state else ""
+    prefix = prefix if head_state else ""
     tensors = {prefix + k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
     tensors.update({k: v.detach().contiguous().cpu() for k, v in (head_state or {}).items()})
     with atomic_path(directory / "model.safetensors") as tmp:

@@ -24,6 +24,7 @@ BUILTIN = {
     "question_answering",
     "pretraining",
     "multitask",
+    "electra",
 }  # bertkit's own entry points
 
 
@@ -64,6 +65,7 @@ def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
     assert demo["hooks"] == ["register_heads"] and demo["registered"] == {"heads": ["MLPTaggingHead"]}
     assert infos["token_tagging"]["registered"] == {"heads": ["TokenTaggingHead"]}
     assert infos["pretrained"]["registered"] == {"pretrained": ["all-MiniLM-L6-v2"]}
+    assert infos["electra"]["registered"] == {"heads": ["ReplacedTokenDetectionHead"], "encoders": ["electra"]}
     # The broken ones are skipped with a warning that names them; the command still works.
     assert "broken_import" not in infos and "misspelled" not in infos
     assert "bertkit plugin 'broken_import'" in proc.stderr and "needs a package that is not installed" in proc.stderr

@@ -144,7 +144,110 @@ class PreTrainingInstances:
         }
 
 
-class PreTrainingHead(Head):
+class CorpusHead(Head):
+    """What every pre-training objective on raw text shares: reading a corpus or prepared shards,
+    preparing a corpus into the cache on first use, masking (``self.masking``, static or dynamic),
+    and the default corpus. A subclass sets ``self.masking`` with ``use_masking`` in its
+    ``__init__`` and has the hyper-parameters ``dynamic_masking``, ``dupe_factor``,
+    ``short_seq_prob``, ``documents_per_shard``, ``prepare_workers`` and ``prepare_seed``
+    (and ``sentence_task`` if it pairs segments; none = ``none``)."""
+
+    def use_masking(self, masking: MaskingStrategy | dict | None) -> None:
+        """Set ``self.masking`` (a strategy, its spec from a checkpoint, or None = ``TokenMasking()``)
+        and store its spec in the hyper-parameters (plain values: weights_only checkpoints)."""
+        if isinstance(masking, dict):  # rebuilt from a checkpoint's hyper-parameters
+            masking = import_class(masking["class_path"], MaskingStrategy)(**masking.get("init_args", {}))
+        self.masking = masking or TokenMasking()
+        self.hparams["masking"] = self.masking.spec()
+        self._tokenizer: BertTokenizer | None = None
+
+    @property
+    def sentence_task(self) -> SentenceTask:
+        return self.hparams.get("sentence_task", "none")
+
+    # ----- data -----
+
+    def read(self, path: Path, labelled: bool = True) -> list[Any]:
+        """A corpus (file or folder) or a ``bertkit prepare`` directory, as one source."""
+        return [Corpus(Path(path))]
+
+    def featurize(self, examples: list[Any], tokenizer: BertTokenizer, max_length: int) -> Any:
+        """Texts to predict on (``MaskedText``) -> encoded features; a ``Corpus`` -> its prepared
+        instances (``PreTrainingInstances``, masked as ``self.masking`` says)."""
+        self._tokenizer = tokenizer
+        if examples and isinstance(examples[0], MaskedText):
+            encoded = tokenizer.encode_batch([e.text for e in examples], max_length=max_length)
+            return [
+                {"input_ids": e.input_ids, "token_type_ids": e.token_type_ids, "example_index": i}
+                for i, e in enumerate(encoded)
+            ]
+        (source,) = examples
+        shards = Shards(self._prepared(source.path, tokenizer, max_length))
+        return PreTrainingInstances(shards, tokenizer, self.masking, self.hparams.dynamic_masking)
+
+    def _settings(self, max_length: int) -> dict[str, Any]:
+        hp = self.hparams
+        return dict(
+            max_seq_length=max_length,
+            sentence_task=self.sentence_task,
+            short_seq_prob=hp.short_seq_prob,
+            dupe_factor=hp.dupe_factor,
+            seed=hp.prepare_seed,
+        )
+
+    def _prepared(self, path: Path, tokenizer: BertTokenizer, max_length: int) -> Path:
+        """A prepared directory for ``path``: itself if it has a manifest, else a cached one.
+
+        Raises:
+            ValueError: prepared shards that do not fit this head or tokenizer (names the field).
+        """
+        if not (path / MANIFEST).is_file():
+            static = self.masking if not self.hparams.dynamic_masking else None
+            key = _corpus_key(path, vocab_fingerprint(tokenizer), self._settings(max_length), static)
+            target = cache_dir() / "pretraining" / key
+            if not (target / "train" / MANIFEST).is_file():
+                log.warning("preparing %s into %s (once; later runs reuse it)", path, target)
+                prepare(
+                    [path],
+                    target,
+                    tokenizer,
+                    static_masking=static,
+                    documents_per_shard=self.hparams.documents_per_shard,
+                    workers=self.hparams.prepare_workers,
+                    overwrite=True,
+                    **self._settings(max_length),
+                )
+            path = target / "train"
+        manifest = read_manifest(path)
+        expected = {"vocab_sha256": vocab_fingerprint(tokenizer), "sentence_task": self.sentence_task}
+        for field, value in expected.items():
+            if manifest.get(field) != value:
+                raise ValueError(
+                    f"{path / MANIFEST}: {field} is {manifest.get(field)!r}, but this model needs {value!r} "
+                    "(prepare the corpus with the model's tokenizer and sentence task)"
+                )
+        if manifest["max_seq_length"] > max_length:
+            raise ValueError(
+                f"{path / MANIFEST}: max_seq_length {manifest['max_seq_length']} > data.max_length {max_length}"
+            )
+        if not self.hparams.dynamic_masking and not manifest["static_masking"]:
+            raise ValueError(
+                f"{path / MANIFEST}: no static masks; prepare with static_masking or set dynamic_masking: true"
+            )
+        return path
+
+    def sample_files(self) -> dict[str, Path]:
+        """The Python documentation topics from the standard library (every machine has them)."""
+        paths = python_docs_corpus(cache_dir() / "python-docs-corpus")
+        return {**paths, "test": paths["validation"]}
+
+    def _mask_id(self) -> int:
+        if self._tokenizer is None:
+            raise RuntimeError(f"{type(self).__name__}: featurize has not run (no tokenizer to find [MASK])")
+        return self._tokenizer.mask_token_id
+
+
+class PreTrainingHead(CorpusHead):
     """BERT pre-training objectives: masked LM (always) and NSP or SOP.
 
     Args:
@@ -182,18 +285,13 @@ class PreTrainingHead(Head):
     ) -> None:
         super().__init__()
         check("model.head.sentence_task", sentence_task, SentenceTask)
-        if isinstance(masking, dict):  # rebuilt from a checkpoint's hyper-parameters
-            masking = import_class(masking["class_path"], MaskingStrategy)(**masking.get("init_args", {}))
-        self.masking = masking or TokenMasking()
         self.save_hyperparameters(ignore=["masking"])
-        self.hparams["masking"] = self.masking.spec()  # plain values only (weights_only checkpoints)
+        self.use_masking(masking)
         self._embedding: list[nn.Embedding] = []
-        self._tokenizer: BertTokenizer | None = None
 
     @property
     def sentence_name(self) -> str | None:
-        task = self.hparams.sentence_task
-        return None if task == "none" else task
+        return None if self.sentence_task == "none" else self.sentence_task
 
     # ----- layers -----
 
@@ -241,11 +339,6 @@ class PreTrainingHead(Head):
             out["loss"] = out["loss"] + out[f"{self.sentence_name}_loss"]
         return out
 
-    def _mask_id(self) -> int:
-        if self._tokenizer is None:
-            raise RuntimeError("PreTrainingHead: featurize has not run (no tokenizer to find [MASK])")
-        return self._tokenizer.mask_token_id
-
     # ----- metrics -----
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
@@ -264,11 +357,7 @@ class PreTrainingHead(Head):
         values["mlm_perplexity"] = torch.exp(values["mlm_loss"])
         return values
 
-    # ----- data -----
-
-    def read(self, path: Path, labelled: bool = True) -> list[Any]:
-        """A corpus (file or folder) or a ``bertkit prepare`` directory, as one source."""
-        return [Corpus(Path(path))]
+    # ----- predictions -----
 
     def read_text(self, path: Path) -> list[MaskedText]:
         """Texts to fill in, one per line, each with at least one ``[MASK]``.
@@ -284,76 +373,6 @@ class PreTrainingHead(Head):
                 raise ValueError(f"{path}:{number}: no [MASK] to predict in {line[:60]!r}")
             examples.append(MaskedText(line, f"{path}:{number}"))
         return examples
-
-    def featurize(self, examples: list[Any], tokenizer: BertTokenizer, max_length: int) -> Any:
-        self._tokenizer = tokenizer
-        if examples and isinstance(examples[0], MaskedText):
-            encoded = tokenizer.encode_batch([e.text for e in examples], max_length=max_length)
-            return [
-                {"input_ids": e.input_ids, "token_type_ids": e.token_type_ids, "example_index": i}
-                for i, e in enumerate(encoded)
-            ]
-        (source,) = examples
-        shards = Shards(self._prepared(source.path, tokenizer, max_length))
-        return PreTrainingInstances(shards, tokenizer, self.masking, self.hparams.dynamic_masking)
-
-    def _settings(self, max_length: int) -> dict[str, Any]:
-        hp = self.hparams
-        return dict(
-            max_seq_length=max_length,
-            sentence_task=hp.sentence_task,
-            short_seq_prob=hp.short_seq_prob,
-            dupe_factor=hp.dupe_factor,
-            seed=hp.prepare_seed,
-        )
-
-    def _prepared(self, path: Path, tokenizer: BertTokenizer, max_length: int) -> Path:
-        """A prepared directory for ``path``: itself if it has a manifest, else a cached one.
-
-        Raises:
-            ValueError: prepared shards that do not fit this head or tokenizer (names the field).
-        """
-        if not (path / MANIFEST).is_file():
-            static = self.masking if not self.hparams.dynamic_masking else None
-            key = _corpus_key(path, vocab_fingerprint(tokenizer), self._settings(max_length), static)
-            target = cache_dir() / "pretraining" / key
-            if not (target / "train" / MANIFEST).is_file():
-                log.warning("preparing %s into %s (once; later runs reuse it)", path, target)
-                prepare(
-                    [path],
-                    target,
-                    tokenizer,
-                    static_masking=static,
-                    documents_per_shard=self.hparams.documents_per_shard,
-                    workers=self.hparams.prepare_workers,
-                    overwrite=True,
-                    **self._settings(max_length),
-                )
-            path = target / "train"
-        manifest = read_manifest(path)
-        expected = {"vocab_sha256": vocab_fingerprint(tokenizer), "sentence_task": self.hparams.sentence_task}
-        for field, value in expected.items():
-            if manifest.get(field) != value:
-                raise ValueError(
-                    f"{path / MANIFEST}: {field} is {manifest.get(field)!r}, but this model needs {value!r} "
-                    "(prepare the corpus with the model's tokenizer and sentence task)"
-                )
-        if manifest["max_seq_length"] > max_length:
-            raise ValueError(
-                f"{path / MANIFEST}: max_seq_length {manifest['max_seq_length']} > data.max_length {max_length}"
-            )
-        if not self.hparams.dynamic_masking and not manifest["static_masking"]:
-            raise ValueError(
-                f"{path / MANIFEST}: no static masks; prepare with static_masking or set dynamic_masking: true"
-            )
-        return path
-
-    def sample_files(self) -> dict[str, Path]:
-        """The Python documentation topics from the standard library (every machine has them)."""
-        paths = python_docs_corpus(cache_dir() / "python-docs-corpus")
-        return {**paths, "test": paths["validation"]}
-
-    # ----- predictions -----
 
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
         probabilities = outputs["mlm_logits"].float().softmax(-1)  # (M, V)

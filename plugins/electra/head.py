@@ -1,0 +1,232 @@
+"""``ReplacedTokenDetectionHead``: ELECTRA pre-training (Clark et al. 2020, §3).
+
+A small generator (a narrower encoder sharing the discriminator's embeddings) is trained with
+masked LM on the masked positions; its samples replace the masked tokens; the encoder being
+trained (the discriminator) reads the corrupted text and predicts, for every token, whether it
+was replaced. Loss = generator MLM loss + ``discriminator_weight`` x mean binary cross-entropy
+over the real tokens (λ = 50 in the paper). No gradient flows through the sampling.
+
+Layers and names follow google-research/electra ``run_pretraining.py`` and transformers
+(``ElectraGeneratorPredictions``: dense H_g -> E, GELU, LayerNorm, then a decoder tied to the
+word embeddings plus a bias; ``ElectraDiscriminatorPredictions``: dense H -> H, activation,
+``dense_prediction`` H -> 1). Defaults: generator width 1/4 of the discriminator's (§3.2, Figure 3:
+1/4-1/2 works best), the same number of layers, sampling temperature 1.
+
+Data: the corpora, prepared shards and masking of ``PreTrainingHead`` (MLM only, no sentence task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from bertkit_plugins.electra.encoder import ElectraConfig, ElectraEncoder
+from bertkit_plugins.pretraining.head import CorpusHead, MaskedText
+from bertkit_plugins.pretraining.masking import MaskingStrategy
+from torch import nn
+from torchmetrics import MeanMetric
+from torchmetrics.classification import BinaryPrecision, BinaryRecall
+
+from bertkit.config import BertConfig
+from bertkit.heads import Batch, by_example
+from bertkit.io import text_lines
+from bertkit.model import ACTIVATIONS, EncoderOutput
+
+
+def generator_config(config: BertConfig, generator_size: float) -> ElectraConfig:
+    """The generator's config: ``generator_size`` x the discriminator's width (a multiple of 64,
+    one attention head per 64), 4x that in the feed-forward layer, the same depth, and embeddings
+    of the discriminator's width (they are shared)."""
+    width = max(64, round(config.hidden_size * generator_size / 64) * 64)
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(BertConfig)}
+    return ElectraConfig(
+        **{**fields, "hidden_size": width, "num_attention_heads": width // 64, "intermediate_size": 4 * width},
+        embedding_size=config.embedding_width,
+    )
+
+
+class Generator(ElectraEncoder):
+    """ELECTRA's generator encoder: its own (narrower) blocks on the discriminator's embeddings
+    (``share``), which stay listed once, under the discriminator."""
+
+    def __init__(self, config: ElectraConfig) -> None:
+        super().__init__(config)
+        del self.embeddings  # the discriminator's are used
+        self._shared: list[nn.Module] = []
+
+    def share(self, embeddings: nn.Module) -> None:
+        self._shared = [embeddings]  # a list: not a submodule
+
+    def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = self._shared[0](input_ids, token_type_ids, positions)  # (*S, E)
+        return x if self.embeddings_project is None else self.embeddings_project(x)  # (*S, H_g)
+
+
+class ReplacedTokenDetectionHead(CorpusHead):
+    """ELECTRA pre-training: a generator fills the masked tokens, the encoder detects replacements.
+
+    Args:
+        generator_size: the generator's width as a fraction of the encoder's (Clark et al. §3.2).
+        discriminator_weight: λ, the weight of the replaced-token-detection loss (50).
+        temperature: softmax temperature of the generator's samples (1).
+        masking: the masking strategy of the generator's input (default token-level 15 %,
+            80/10/10, at most 20 predictions per sequence).
+        dynamic_masking: draw masks when an instance is read instead of using stored ones.
+        dupe_factor: when preparing a corpus: passes per document (see ``bertkit prepare``).
+        short_seq_prob: when preparing: share of shorter target lengths (0.1).
+        documents_per_shard: when preparing: documents per shard.
+        prepare_workers: when preparing: worker processes (0 = one per core).
+        prepare_seed: when preparing: the seed of instances and static masks.
+
+    Raises:
+        ValueError: ``generator_size`` outside (0, 1], a negative weight or a temperature <= 0.
+    """
+
+    hf_architecture = "ElectraForPreTraining"
+
+    def __init__(
+        self,
+        generator_size: float = 0.25,
+        discriminator_weight: float = 50.0,
+        temperature: float = 1.0,
+        masking: MaskingStrategy | None = None,
+        dynamic_masking: bool = True,
+        dupe_factor: int = 1,
+        short_seq_prob: float = 0.1,
+        documents_per_shard: int = 500,
+        prepare_workers: int = 0,
+        prepare_seed: int = 12345,
+    ) -> None:
+        super().__init__()
+        if not 0 < generator_size <= 1:
+            raise ValueError(f"model.head.generator_size={generator_size}: expected 0 < generator_size <= 1")
+        if discriminator_weight < 0 or temperature <= 0:
+            raise ValueError(
+                f"model.head: discriminator_weight={discriminator_weight} must be >= 0 and "
+                f"temperature={temperature} > 0"
+            )
+        self.save_hyperparameters(ignore=["masking"])
+        self.use_masking(masking)
+        self._embedding: list[nn.Embedding] = []
+
+    # ----- layers -----
+
+    def build(self, config: BertConfig) -> None:
+        gen = generator_config(config, self.hparams.generator_size)
+        self.generator = Generator(gen)
+        self.generator_predictions = nn.Sequential()
+        self.generator_predictions.add_module("dense", nn.Linear(gen.hidden_size, gen.embedding_width))
+        self.generator_predictions.add_module("activation", ACTIVATIONS[gen.hidden_act]())
+        self.generator_predictions.add_module("LayerNorm", nn.LayerNorm(gen.embedding_width, eps=gen.layer_norm_eps))
+        self.generator_lm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.discriminator_predictions = nn.Sequential()
+        self.discriminator_predictions.add_module("dense", nn.Linear(config.hidden_size, config.hidden_size))
+        self.discriminator_predictions.add_module("activation", ACTIVATIONS[config.hidden_act]())
+        self.discriminator_predictions.add_module("dense_prediction", nn.Linear(config.hidden_size, 1))
+        for module in (self.generator_predictions, self.discriminator_predictions):
+            module.apply(self.generator._init_weights)
+        kinds = {
+            "mlm_accuracy": MeanMetric,
+            "mlm_loss": MeanMetric,
+            "rtd_accuracy": MeanMetric,
+            "replaced_precision": BinaryPrecision,
+            "replaced_recall": BinaryRecall,
+        }
+        self.metrics = nn.ModuleDict(
+            {stage: nn.ModuleDict({name: kind() for name, kind in kinds.items()}) for stage in ("val", "test")}
+        )
+
+    def attach(self, encoder: nn.Module) -> None:
+        self._embedding = [encoder.embeddings.word_embeddings]  # a list: not a submodule
+        self.generator.share(encoder.embeddings)
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """``ElectraForPreTraining``'s ``discriminator_predictions.*`` (the generator is not exported)."""
+        return {f"discriminator_predictions.{k}": v for k, v in self.discriminator_predictions.state_dict().items()}
+
+    # ----- the generator, before the encoder -----
+
+    def encoder_inputs(self, batch: Batch) -> Batch:
+        """Run the generator on the masked batch and put its samples at the masked positions:
+        ``input_ids`` becomes the corrupted (B, T) text, ``replaced`` (B, T) marks the tokens that
+        differ from the original, ``generator_logits`` (M, V) are kept for the MLM loss. A batch
+        without ``labels`` (text to predict on) is returned as it is."""
+        labels = batch.get("labels")
+        if labels is None:
+            return batch
+        chosen = labels != -100  # (B, T)
+        generated = self.generator(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        hidden = self.generator_predictions(generated.select(chosen))  # (M, E)
+        logits = F.linear(hidden, self._embedding[0].weight, self.generator_lm_bias)  # (M, V)
+        with torch.no_grad():
+            probabilities = F.softmax(logits.float() / self.hparams.temperature, dim=-1)
+            sampled = torch.multinomial(probabilities, 1).squeeze(-1) if len(logits) else labels[chosen]  # (M,)
+        corrupted = torch.where(chosen, labels, batch["input_ids"])  # the original text …
+        corrupted[chosen] = sampled  # … with the generator's tokens where it was masked
+        replaced = corrupted != torch.where(chosen, labels, batch["input_ids"])
+        return {**batch, "input_ids": corrupted, "replaced": replaced, "generator_logits": logits, "chosen": chosen}
+
+    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        logits = encoded.map_tokens(self.discriminator_predictions).squeeze(-1)  # (B, T)
+        out = {"rtd_logits": logits}
+        if "replaced" not in batch:
+            return out
+        real = batch["attention_mask"].bool()
+        target = batch["replaced"]
+        out["rtd_loss"] = F.binary_cross_entropy_with_logits(logits[real].float(), target[real].float())
+        generator_logits, chosen = batch["generator_logits"], batch["chosen"]
+        token_losses = F.cross_entropy(generator_logits.float(), batch["labels"][chosen], reduction="none")  # (M,)
+        out["mlm_loss"] = token_losses.mean() if token_losses.numel() else generator_logits.sum() * 0.0
+        out["loss"] = out["mlm_loss"] + self.hparams.discriminator_weight * out["rtd_loss"]
+        out.update(mlm_logits=generator_logits, mlm_chosen=chosen, mlm_token_losses=token_losses, replaced=target)
+        return out
+
+    # ----- metrics -----
+
+    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
+        metrics = self.metrics[stage]
+        target = batch["labels"][outputs["mlm_chosen"]]
+        metrics["mlm_accuracy"].update((outputs["mlm_logits"].argmax(-1) == target).float())
+        metrics["mlm_loss"].update(outputs["mlm_token_losses"])
+        real = batch["attention_mask"].bool()
+        predicted, replaced = outputs["rtd_logits"][real] > 0, outputs["replaced"][real]
+        metrics["rtd_accuracy"].update((predicted == replaced).float())
+        metrics["replaced_precision"].update(predicted.long(), replaced.long())
+        metrics["replaced_recall"].update(predicted.long(), replaced.long())
+
+    def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
+        """The generator's ``mlm_accuracy``, ``mlm_loss`` (nats per masked token) and
+        ``mlm_perplexity``; the discriminator's ``rtd_accuracy`` over all real tokens and the
+        ``replaced_precision`` / ``replaced_recall`` of its "replaced" calls."""
+        values = super().compute_metrics(stage)
+        values["mlm_perplexity"] = torch.exp(values["mlm_loss"])
+        return values
+
+    # ----- predictions: which tokens of a text look replaced -----
+
+    def read_text(self, path: Path) -> list[MaskedText]:
+        """Texts to check, one per line (blank lines skipped)."""
+        return [MaskedText(line, f"{path}:{number}") for number, line in text_lines(path) if line.strip()]
+
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        probabilities = outputs["rtd_logits"].float().sigmoid()  # (B, T)
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        return [
+            {"example_index": e, "input_ids": batch["input_ids"][i, :n].tolist(), "p": probabilities[i, :n].tolist()}
+            for i, (e, n) in enumerate(zip(batch["example_index"].tolist(), lengths))
+        ]
+
+    def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per text: each token (specials included) and the probability that it was replaced."""
+        to_token = self._tokenizer.backend.id_to_token
+        records = []
+        for example, (feature,) in zip(examples, by_example(predictions, len(examples), self)):
+            tokens = [
+                {"token": to_token(t), "replaced_probability": round(p, 6)}
+                for t, p in zip(feature["input_ids"], feature["p"])
+            ]
+            records.append({"source": example.source, "text": example.text, "tokens": tokens})
+        return records
