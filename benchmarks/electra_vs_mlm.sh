@@ -46,7 +46,7 @@ for OBJ in mlm electra; do
     [ "$PARTS" = all ] || [ "$PARTS" = $OBJ ] || continue
     [ -f $OUT/$OBJ/export/model.safetensors ] && continue
     pretrain_overlay $OBJ > $OUT/$OBJ.yaml
-    if [ $OBJ = mlm ]; then OBJECTIVE="--model.head.sentence_task none"
+    if [ $OBJ = mlm ]; then OBJECTIVE="--model.head MaskedLMHead"
     else OBJECTIVE="--config recipes/pretrain_electra.yaml"; fi
     bertkit fit --config recipes/pretrain_bert.yaml $OBJECTIVE --config $OUT/$OBJ.yaml --model.head.dynamic_masking false
 done
@@ -56,6 +56,8 @@ if [ "$PARTS" = all ] || [ "$PARTS" = ner ]; then
         [ -n "$(ls $OUT/ner-$INIT/logs/version_*/metrics.csv 2>/dev/null | xargs -r grep -l test/f1)" ] && continue
         if [ $INIT = random ]; then
             MODEL="{pretrained: null, preset: mini, vocab_file: $VOCAB, lowercase: false}"
+        elif [ ! -f $OUT/$INIT/export/model.safetensors ]; then
+            echo "ner-$INIT: no $OUT/$INIT/export yet (pre-train it first)"; continue
         else
             MODEL="{pretrained: $OUT/$INIT/export}"
         fi

@@ -2,6 +2,7 @@
 
     python benchmarks/plot_pretraining.py curve LOG_DIR OUT.png        # held-out MLM/NSP accuracy over steps
     python benchmarks/plot_pretraining.py summary RUN_DIR OUT.json     # curve + NER transfer, as JSON
+    python benchmarks/plot_pretraining.py compare RUN_DIR OUT.json     # electra_vs_mlm.sh: curves, NER, OUT.png
 
 LOG_DIR is a CSVLogger ``name`` folder (all its ``version_*`` are read).
 """
@@ -33,13 +34,20 @@ def metrics(log_dir: Path) -> list[dict[str, str]]:
     return rows
 
 
+HELD_OUT = (
+    "mlm_accuracy", "mlm_perplexity", "nsp_accuracy", "sop_accuracy", "rtd_accuracy", "replaced_precision",
+    "replaced_recall",
+)  # fmt: skip
+
+
 def curve(log_dir: Path) -> list[dict[str, float]]:
-    """Held-out points: step, mlm_accuracy, mlm_perplexity, nsp_accuracy (where logged)."""
+    """Held-out points: step, mlm_accuracy, mlm_perplexity, nsp/sop accuracy, ELECTRA's
+    rtd_accuracy and replaced precision/recall (where logged)."""
     points = []
     for row in metrics(log_dir):
         if row.get("val/mlm_accuracy"):
             point = {"step": int(row["step"]) + 1}
-            for key in ("mlm_accuracy", "mlm_perplexity", "nsp_accuracy", "sop_accuracy"):
+            for key in HELD_OUT:
                 if row.get(f"val/{key}"):
                     point[key] = float(row[f"val/{key}"])
             points.append(point)
@@ -74,14 +82,57 @@ def ner_scores(run: Path) -> dict[str, float]:
     return {"dev_f1_per_epoch": val, "test_f1_best_dev": test[-1] if test else None}
 
 
+def wall_minutes(run: Path) -> float:
+    """Minutes from a run's first log file to its last checkpoint (fit only; mtimes)."""
+    start = min(p.stat().st_mtime for p in (run / "logs").glob("version_*/hparams.yaml"))
+    end = max(p.stat().st_mtime for p in (run / "checkpoints").glob("*.ckpt"))
+    return round((end - start) / 60, 1)
+
+
+def compare(run: Path, out: Path) -> None:
+    """``electra_vs_mlm.sh``'s summary: both objectives' held-out curves, NER from each init."""
+    arms = {name: curve(run / name / "logs") for name in ("mlm", "electra")}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for name, points in arms.items():
+        steps = [p["step"] for p in points]
+        label = "MLM" if name == "mlm" else "ELECTRA generator (1/4 width)"
+        left.plot(steps, [p["mlm_accuracy"] for p in points], marker="o", label=label)
+    left.set(xlabel="optimizer step (batch 32 x 128 tokens)", ylabel="held-out MLM accuracy", ylim=(0, None))
+    left.set_title("masked-token accuracy", fontsize=10)
+    steps = [p["step"] for p in arms["electra"]]
+    for key in ("rtd_accuracy", "replaced_precision", "replaced_recall"):
+        right.plot(steps, [p[key] for p in arms["electra"]], marker="o", label=key)
+    right.set(xlabel="optimizer step", ylabel="held-out", ylim=(0, 1))
+    right.set_title("ELECTRA discriminator: replaced-token detection", fontsize=10)
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out.with_suffix(".png"), dpi=120)
+    manifest = json.loads((run / "shards" / "train" / "manifest.json").read_text())
+    summary = {
+        "machine": machine(),
+        "corpus": {k: manifest[k] for k in ("documents", "instances", "tokens", "dupe_factor", "max_seq_length")},
+        "pretraining": {
+            name: {"curve": points, "fit_wall_minutes": wall_minutes(run / name)} for name, points in arms.items()
+        },
+        "ner_conll2003": {init: ner_scores(run / f"ner-{init}") for init in ("random", "mlm", "electra")},
+    }
+    out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(summary["ner_conll2003"], indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["curve", "summary"])
+    parser.add_argument("what", choices=["curve", "summary", "compare"])
     parser.add_argument("source", type=Path)
     parser.add_argument("out", type=Path)
     args = parser.parse_args()
     if args.what == "curve":
         plot(curve(args.source), args.out)
+        return
+    if args.what == "compare":
+        compare(args.source, args.out)
         return
     manifest = json.loads((args.source / "shards" / "train" / "manifest.json").read_text())
     held = json.loads((args.source / "shards" / "validation" / "manifest.json").read_text())

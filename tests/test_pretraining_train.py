@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.pretraining import NgramMasking, PreTrainingHead, WholeWordMasking
+from bertkit_plugins.pretraining import MaskedLMHead, NgramMasking, PreTrainingHead, WholeWordMasking
 from bertkit_plugins.pretraining.head import PreTrainingInstances
 from bertkit_plugins.pretraining.prepare import prepare
 from bertkit_plugins.pretraining.shards import Shards
@@ -73,6 +73,32 @@ def test_export_loads_in_transformers_with_identical_logits(tmp_path: Path, mini
     # and the export is a `pretrained` directory for fine-tuning (cls.* tensors left to heads)
     again = BertModule(PreTrainingHead(), pretrained=str(tmp_path / "export"))
     torch.testing.assert_close(again.encoder.state_dict(), model.encoder.state_dict())
+
+
+def test_masked_lm_head_alone_exports_as_bert_for_masked_lm(tmp_path: Path, minilm_dir: Path) -> None:
+    """MLM without a sentence task is its own head; PreTrainingHead is that head plus NSP/SOP."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = BertModule(MaskedLMHead(), pretrained=None, preset="tiny", vocab_file=str(minilm_dir)).eval()
+    with torch.no_grad():
+        for p in model.head.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    assert {k.split(".")[0] for k in model.head.state_dict()} == {"predictions"}  # no NSP/SOP layer
+    model.save_pretrained(tmp_path / "export")
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+    hf = transformers.BertForMaskedLM.from_pretrained(tmp_path / "export").eval()
+    encoded = model.tokenizer.encode_batch(["The [MASK] sat on the mat.", "A [MASK] day"])
+    batch = pad_batch([{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded])
+    model.head._tokenizer = model.tokenizer
+    with torch.no_grad():
+        ours = model(batch)["mlm_logits"]
+        theirs = hf(**{k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}).logits
+    chosen = batch["input_ids"] == model.tokenizer.mask_token_id
+    torch.testing.assert_close(ours, theirs[chosen], atol=1e-5, rtol=1e-5)
+    both = PreTrainingHead(sentence_task="sop")
+    assert isinstance(both, MaskedLMHead) and both.spec()["init_args"]["sentence_task"] == "sop"
+    with pytest.raises(ValueError, match="model.head.sentence_task='none': expected one of nsp, sop"):
+        PreTrainingHead(sentence_task="none")
 
 
 def test_continued_pretraining_ties_the_decoder_to_minilm_embeddings() -> None:

@@ -12,7 +12,7 @@ word embeddings plus a bias; ``ElectraDiscriminatorPredictions``: dense H -> H, 
 ``dense_prediction`` H -> 1). Defaults: generator width 1/4 of the discriminator's (§3.2, Figure 3:
 1/4-1/2 works best), the same number of layers, sampling temperature 1.
 
-Data: the corpora, prepared shards and masking of ``PreTrainingHead`` (MLM only, no sentence task).
+Data: the corpora, prepared shards and masking of ``MaskedLMHead`` (``CorpusHead``; no sentence task).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Built-in plugin: BERT pre-training from raw text.
 
 Google's data pipeline (``bertkit prepare``: corpus -> sentence-pair instances -> memory-mapped
-shards), masking strategies (token, whole-word, n-gram; static or dynamic), the MLM + NSP/SOP
-head, and WordPiece vocabulary training (``bertkit vocab``).
+shards), masking strategies (token, whole-word, n-gram; static or dynamic), the MLM head and the
+MLM + NSP/SOP head, and WordPiece vocabulary training (``bertkit vocab``).
 """
 
 from collections.abc import Callable
 
-from bertkit_plugins.pretraining.head import PreTrainingHead
+from bertkit_plugins.pretraining.head import MaskedLMHead, PreTrainingHead
 from bertkit_plugins.pretraining.masking import (
     MaskingStrategy,
     NgramMasking,
@@ -19,11 +19,12 @@ from bertkit_plugins.pretraining.vocab import train_vocab
 
 import bertkit
 
-__all__ = ["MaskingStrategy", "NgramMasking", "PreTrainingHead", "TokenMasking", "WholeWordMasking"]
+__all__ = ["MaskedLMHead", "MaskingStrategy", "NgramMasking", "PreTrainingHead", "TokenMasking", "WholeWordMasking"]
 
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
+    register(MaskedLMHead)
     register(PreTrainingHead)
 
 

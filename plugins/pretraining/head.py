@@ -1,4 +1,5 @@
-"""``PreTrainingHead``: masked LM plus next-sentence (or sentence-order) prediction.
+"""Pre-training heads: ``MaskedLMHead`` (masked LM) and ``PreTrainingHead`` (that head plus
+next-sentence or sentence-order prediction), on the corpus plumbing of ``CorpusHead``.
 
 The layers are Hugging Face ``BertForPreTraining``'s ``cls`` (google-research/bert
 ``run_pretraining.py``): MLM = dense H -> H, GELU, LayerNorm, then a decoder tied to the word
@@ -21,7 +22,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -42,6 +43,7 @@ from bertkit.model import ACTIVATIONS, EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
 CACHE_ENV = "BERTKIT_CACHE"
+SentencePairTask = Literal["nsp", "sop"]
 log = logging.getLogger(__name__)
 
 
@@ -247,12 +249,16 @@ class CorpusHead(Head):
         return self._tokenizer.mask_token_id
 
 
-class PreTrainingHead(CorpusHead):
-    """BERT pre-training objectives: masked LM (always) and NSP or SOP.
+class MaskedLMHead(CorpusHead):
+    """Masked LM alone (RoBERTa's objective, Liu et al. 2019; BERT's first task, Devlin et al.
+    2019 §3.1): predict the masked tokens; ``PreTrainingHead`` adds NSP or SOP to it.
+
+    The layers are Hugging Face ``BertForMaskedLM``'s ``cls.predictions`` (google-research/bert
+    ``run_pretraining.py``): dense H -> H, GELU, LayerNorm, then a decoder tied to the word
+    embeddings plus a separate output bias. Logits are computed **only at the predicted
+    positions** (M of the B x T tokens). Loss = mean cross-entropy over the M positions.
 
     Args:
-        sentence_task: ``nsp`` (next sentence prediction, BERT), ``sop`` (sentence order
-            prediction, ALBERT) or ``none`` (MLM only, RoBERTa).
         masking: the masking strategy (``TokenMasking``, ``WholeWordMasking``, ``NgramMasking``
             or a plugin's; ``bertkit plugins`` lists them); default token-level 15 %, 80/10/10,
             at most 20 predictions per sequence.
@@ -264,16 +270,12 @@ class PreTrainingHead(CorpusHead):
         prepare_workers: when preparing: worker processes (0 = one per core).
         prepare_seed: when preparing: the seed of instances and static masks.
         top_k: candidates per ``[MASK]`` written by ``predict``.
-
-    Raises:
-        ValueError: an unknown ``sentence_task``.
     """
 
-    hf_architecture = "BertForPreTraining"
+    hf_architecture = "BertForMaskedLM"
 
     def __init__(
         self,
-        sentence_task: SentenceTask = "nsp",
         masking: MaskingStrategy | None = None,
         dynamic_masking: bool = True,
         dupe_factor: int = 1,
@@ -284,36 +286,36 @@ class PreTrainingHead(CorpusHead):
         top_k: int = 5,
     ) -> None:
         super().__init__()
-        check("model.head.sentence_task", sentence_task, SentenceTask)
         self.save_hyperparameters(ignore=["masking"])
         self.use_masking(masking)
         self._embedding: list[nn.Embedding] = []
 
-    @property
-    def sentence_name(self) -> str | None:
-        return None if self.sentence_task == "none" else self.sentence_task
-
     # ----- layers -----
 
-    def build(self, config: BertConfig) -> None:
+    def add_layers(self, config: BertConfig) -> None:
+        """Create the objective's layers (initialised by ``build``)."""
         self.predictions = MaskedLMPredictions(config)
-        if self.sentence_name:
-            self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    @property
+    def metric_names(self) -> list[str]:
+        return ["mlm_accuracy", "mlm_loss"]
+
+    def build(self, config: BertConfig) -> None:
+        self.add_layers(config)
         std = config.initializer_range
         for module in self.modules():  # BertPreTrainedModel._init_weights
             if isinstance(module, nn.Linear):
                 nn.init.normal_(module.weight, std=std)
                 nn.init.zeros_(module.bias)
-        names = ["mlm_accuracy", "mlm_loss"] + ([f"{self.sentence_name}_accuracy"] if self.sentence_name else [])
         self.metrics = nn.ModuleDict(
-            {stage: nn.ModuleDict({name: MeanMetric() for name in names}) for stage in ("val", "test")}
+            {stage: nn.ModuleDict({name: MeanMetric() for name in self.metric_names}) for stage in ("val", "test")}
         )
 
     def attach(self, encoder: nn.Module) -> None:
         self._embedding = [encoder.embeddings.word_embeddings]  # a list: not a submodule (no second copy)
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        """``BertForPreTraining``'s ``cls.*`` tensors (the decoder weight is the tied embedding)."""
+        """``cls.*`` tensors of ``hf_architecture`` (the decoder weight is the tied embedding)."""
         return {
             f"cls.{k}": v for k, v in self.state_dict().items() if k.startswith(("predictions.", "seq_relationship."))
         }
@@ -323,8 +325,6 @@ class PreTrainingHead(CorpusHead):
         chosen = labels != -100 if labels is not None else batch["input_ids"] == self._mask_id()  # (B, T)
         logits = self.predictions(encoded.select(chosen), self._embedding[0].weight)  # (M, V)
         out = {"mlm_logits": logits, "mlm_chosen": chosen}
-        if self.sentence_name:
-            out["sentence_logits"] = self.seq_relationship(encoded.pooler_output)  # (B, 2)
         if labels is None:
             return out
         token_losses = F.cross_entropy(logits.float(), labels[chosen], reduction="none")  # (M,)
@@ -332,11 +332,6 @@ class PreTrainingHead(CorpusHead):
         # a batch with nothing to predict (whole words too long for a tiny budget) adds zero, not NaN
         out["mlm_loss"] = token_losses.mean() if token_losses.numel() else logits.sum() * 0.0
         out["loss"] = out["mlm_loss"]
-        if self.sentence_name:
-            out[f"{self.sentence_name}_loss"] = F.cross_entropy(
-                out["sentence_logits"].float(), batch["next_sentence_label"]
-            )
-            out["loss"] = out["loss"] + out[f"{self.sentence_name}_loss"]
         return out
 
     # ----- metrics -----
@@ -346,13 +341,10 @@ class PreTrainingHead(CorpusHead):
         target = batch["labels"][outputs["mlm_chosen"]]
         metrics["mlm_accuracy"].update((outputs["mlm_logits"].argmax(-1) == target).float())
         metrics["mlm_loss"].update(outputs["mlm_token_losses"])
-        if self.sentence_name:
-            right = outputs["sentence_logits"].argmax(-1) == batch["next_sentence_label"]
-            metrics[f"{self.sentence_name}_accuracy"].update(right.float())
 
     def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
         """``mlm_accuracy`` (of predicted tokens), ``mlm_loss`` (nats per predicted token),
-        ``mlm_perplexity`` = exp(mlm_loss), and ``nsp_accuracy`` or ``sop_accuracy``."""
+        ``mlm_perplexity`` = exp(mlm_loss) (and a subclass's metrics)."""
         values = super().compute_metrics(stage)
         values["mlm_perplexity"] = torch.exp(values["mlm_loss"])
         return values
@@ -399,6 +391,65 @@ class PreTrainingHead(CorpusHead):
                 filled = filled.replace("[MASK]", mask["candidates"][0]["token"].removeprefix("##"), 1)
             records.append({"source": example.source, "text": example.text, "filled": filled, "masks": masks})
         return records
+
+
+class PreTrainingHead(MaskedLMHead):
+    """BERT's pre-training: the masked-LM head plus a sentence-pair head, NSP or SOP, on the
+    pooled ``[CLS]`` (one 2-way linear layer, ``BertForPreTraining``'s ``cls.seq_relationship``).
+    Loss = mean MLM cross-entropy + mean NSP/SOP cross-entropy (Devlin et al. 2019, A.2).
+
+    Args:
+        sentence_task: ``nsp`` (next sentence prediction, BERT) or ``sop`` (sentence order
+            prediction, ALBERT; Lan et al. 2020). MLM alone is ``MaskedLMHead``.
+        masking, dynamic_masking, dupe_factor, short_seq_prob, documents_per_shard,
+            prepare_workers, prepare_seed, top_k: as ``MaskedLMHead``.
+
+    Raises:
+        ValueError: an unknown ``sentence_task``.
+    """
+
+    hf_architecture = "BertForPreTraining"
+
+    def __init__(
+        self,
+        sentence_task: SentencePairTask = "nsp",
+        masking: MaskingStrategy | None = None,
+        dynamic_masking: bool = True,
+        dupe_factor: int = 1,
+        short_seq_prob: float = 0.1,
+        documents_per_shard: int = 500,
+        prepare_workers: int = 0,
+        prepare_seed: int = 12345,
+        top_k: int = 5,
+    ) -> None:
+        check("model.head.sentence_task", sentence_task, SentencePairTask)
+        super().__init__(
+            masking, dynamic_masking, dupe_factor, short_seq_prob, documents_per_shard, prepare_workers, prepare_seed,
+            top_k,
+        )  # fmt: skip
+        self.hparams["sentence_task"] = sentence_task
+
+    def add_layers(self, config: BertConfig) -> None:
+        super().add_layers(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [*super().metric_names, f"{self.sentence_task}_accuracy"]
+
+    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        out = super().forward(encoded, batch)
+        out["sentence_logits"] = self.seq_relationship(encoded.pooler_output)  # (B, 2)
+        if "loss" in out:
+            name = f"{self.sentence_task}_loss"
+            out[name] = F.cross_entropy(out["sentence_logits"].float(), batch["next_sentence_label"])
+            out["loss"] = out["loss"] + out[name]
+        return out
+
+    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
+        super().update_metrics(stage, outputs, batch)
+        right = outputs["sentence_logits"].argmax(-1) == batch["next_sentence_label"]
+        self.metrics[stage][f"{self.sentence_task}_accuracy"].update(right.float())
 
 
 def _corpus_key(path: Path, vocab: str, settings: dict[str, Any], static: MaskingStrategy | None) -> str:
