@@ -1,7 +1,8 @@
 """Encoder families: an encoder architecture with its config, tokenizer and Hugging Face names.
 
 ``BertModule`` builds its encoder through a family looked up by name in the ``register_encoders``
-registry (``bertkit plugins`` lists them): ``model.encoder: electra``, or, for a pretrained
+registry (``bertkit plugins`` lists them) or given by class path: ``model.encoder: electra``
+(or ``my_package.MyFamily``), or, for a pretrained
 directory, the ``model_type`` its ``config.json`` states (as transformers' ``AutoModel`` does).
 The core provides ``bert``; a plugin adds a family by subclassing ``EncoderFamily``.
 
@@ -21,6 +22,7 @@ from typing import ClassVar
 from torch import nn
 
 from bertkit.config import BertConfig, Preset
+from bertkit.heads import import_class
 from bertkit.io import read_json
 from bertkit.model import BertEncoder
 from bertkit.plugins import registered
@@ -82,15 +84,22 @@ def encoder_families() -> dict[str, type[EncoderFamily]]:
 
 
 def encoder_family(name: str, field: str = "model.encoder") -> type[EncoderFamily]:
-    """The family registered as ``name``; ``field`` names the setting in errors.
+    """The family registered as ``name``, or the ``EncoderFamily`` subclass at a dotted class path
+    (an unregistered one, as for heads); ``field`` names the setting in errors.
 
     Raises:
-        ValueError: no family of that name (the message lists the registered ones).
+        ValueError: no family of that name (the message lists the registered ones), or a class
+            path that cannot be imported or is not an ``EncoderFamily``.
     """
     families = encoder_families()
-    if name not in families:
-        raise ValueError(f"{field}={name!r}: no such encoder family; registered: {', '.join(sorted(families))}")
-    return families[name]
+    if name in families:
+        return families[name]
+    if "." in name:
+        try:
+            return import_class(name, EncoderFamily)
+        except ValueError as err:
+            raise ValueError(f"{field}: {err}") from err
+    raise ValueError(f"{field}={name!r}: no such encoder family; registered: {', '.join(sorted(families))}")
 
 
 def family_of(directory: str | Path) -> type[EncoderFamily]:

@@ -47,9 +47,10 @@ class BertModule(pl.LightningModule):
         pretrained: a Hugging Face format directory or a registered name
             (``bertkit plugins`` lists them); its weights, config and tokenizer are used.
             None builds a fresh encoder from ``preset`` and ``vocab_file``.
-        encoder: the encoder family (``bertkit.encoders``; ``bertkit plugins`` lists the
-            registered ones: ``bert``, ``electra`` …). None: the ``model_type`` of the pretrained
-            directory's ``config.json``, ``bert`` for a fresh encoder.
+        encoder: the encoder family (``bertkit.encoders``): a registered name (``bert``,
+            ``electra`` …; ``bertkit plugins`` lists them) or an ``EncoderFamily`` class path.
+            None: the ``model_type`` of the pretrained directory's ``config.json``, ``bert`` for
+            a fresh encoder.
         preset: size of a fresh encoder: tiny, mini, small, medium, base or large.
         vocab_file: the tokenizer of a fresh encoder: ``vocab.txt``, a directory with a
             tokenizer, or a registered model name (its tokenizer only, not its weights).

@@ -138,6 +138,16 @@ CASES = [
         ["model.preset='huge': expected one of tiny, mini, small, medium, base, large"],
     ),
     Case(
+        "encoder-unknown",
+        ner("--model.encoder=roberta"),
+        ["model.encoder='roberta': no such encoder family; registered: bert, electra"],
+    ),
+    Case(
+        "encoder-mismatch",
+        ["fit", "--config", NER, "--model.encoder=electra", *QUICK],
+        ["model.encoder='electra', but model.pretrained='all-MiniLM-L6-v2' is a 'bert' model"],
+    ),
+    Case(
         "tag-scheme",
         ner("--model.head.init_args.tag_scheme=IOB3"),
         ["model.head.tag_scheme='IOB3': expected one of IOB1, IOB2, BIOES"],

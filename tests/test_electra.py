@@ -45,6 +45,7 @@ def _batch(tokenizer) -> dict:
 def test_registry_lists_both_families_and_chooses_by_model_type(tmp_path: Path, minilm_dir: Path) -> None:
     assert {"bert", "electra"} <= set(encoder_families())
     assert encoder_family("electra") is ElectraFamily
+    assert encoder_family("bertkit_plugins.electra.ElectraFamily") is ElectraFamily  # a class path works too
     assert family_of(minilm_dir).name == "bert"
     with pytest.raises(ValueError, match=r"model.encoder='roberta': no such encoder family; registered: bert, electra"):
         encoder_family("roberta")
