@@ -76,6 +76,13 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         encoder computes the last block for ``[CLS]`` alone (``BertEncoder(cls_only=True)``)."""
         return False
 
+    @property
+    def reads_padding(self) -> bool:
+        """Whether the head reads hidden states at padding positions (a loss over them, as
+        transformers' QA loss); then the encoder runs padded (``unpad=False``) whatever
+        ``model.unpad`` says, so they are what the reference computes."""
+        return False
+
     def restore_learned(self, stored: Mapping[str, Any], built: bool, field: str = "model.head") -> None:
         """Take the ``learned`` settings from a checkpoint's ``init_args`` (``stored``): set them on
         a head not yet built, check them on a built one. ``field`` names the head in errors.

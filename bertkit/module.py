@@ -181,7 +181,8 @@ class BertModule(pl.LightningModule):
             )
         batch = self.head.encoder_inputs(batch)
         inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
-        encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only, unpad=self.hparams.unpad)
+        unpad = self.hparams.unpad and not self.head.reads_padding
+        encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only, unpad=unpad)
         return self.head(encoded, batch)
 
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:

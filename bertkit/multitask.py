@@ -109,6 +109,10 @@ class MultiTaskHead(Head):
     def reads_cls_only(self) -> bool:
         return all(head.reads_cls_only for head in self.heads.values())
 
+    @property
+    def reads_padding(self) -> bool:
+        return any(head.reads_padding for head in self.heads.values())
+
     def restore_learned(self, stored: Mapping[str, Any], built: bool, field: str = "model.head") -> None:
         for name, head in self.heads.items():
             sub = stored.get("heads", {}).get(name, {}).get("init_args", {})

@@ -8,6 +8,7 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 import pytorch_lightning as pl
 import torch
 from bertkit_plugins.question_answering import QuestionAnsweringHead
@@ -100,3 +101,34 @@ def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> Non
         if not record["abstained"]:
             assert question["context"][record["start"] : record["end"]] == record["answer"] != ""
         assert record["n_best"] and abs(sum(c["probability"] for c in record["n_best"]) - 1) < 1e-6
+
+
+def test_padding_stays_out_of_the_span_softmax_unless_asked(minilm_dir) -> None:
+    """By default a window's loss does not depend on how far its batch pads it; with
+    ``softmax_over_padding`` (transformers' and Google's loss) padding joins the softmax and the
+    same window's loss grows."""
+    import torch.nn.functional as F
+
+    from bertkit.data import PAD_VALUES, pad_batch
+
+    losses = {}
+    for over_padding in (False, True):
+        torch.manual_seed(0)
+        head = QuestionAnsweringHead(doc_stride=24, softmax_over_padding=over_padding)
+        model = BertModule(head, pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt")).eval()
+        feature = {
+            "input_ids": model.tokenizer.encode_batch(["Where is it ?"], max_length=16)[0].input_ids,
+            "start_positions": 1,
+            "end_positions": 2,
+        }
+        feature["token_type_ids"] = [0] * len(feature["input_ids"])
+        for key in head.pad_values:
+            feature[key] = [1] * len(feature["input_ids"])
+        values = {**PAD_VALUES, "input_ids": model.tokenizer.pad_token_id, "attention_mask": 0, **head.pad_values}
+        tight = pad_batch([feature], model.tokenizer.pad_token_id, head.pad_values)
+        padded = {k: F.pad(v, (0, 20), value=values[k]) if k in values else v for k, v in tight.items()}
+        with torch.no_grad():
+            losses[over_padding] = (model(tight)["loss"].item(), model(padded)["loss"].item())
+    assert losses[False][0] == pytest.approx(losses[False][1], abs=1e-6)
+    assert losses[True][0] == pytest.approx(losses[False][0], abs=1e-6)  # the same on a tight batch
+    assert losses[True][1] > losses[True][0] + 1e-3

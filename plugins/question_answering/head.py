@@ -50,6 +50,12 @@ class QuestionAnsweringHead(Head):
         tune_threshold: v2.0: after each validation, adopt the threshold that maximises
             validation F1 (official ``find_best_thresh``); kept in checkpoints, so ``test`` and
             ``predict`` from a checkpoint use it.
+        softmax_over_padding: let padding positions into the start/end softmax of the training
+            loss, as transformers' ``BertForQuestionAnswering`` and google-research/bert (which
+            pads every window to ``max_seq_length``) do; off by default: padding is masked out,
+            so a window's loss does not depend on how much its batch pads it. Padding can never
+            be predicted either way. It makes the encoder run padded (``Head.reads_padding``), so
+            the padding logits are the reference's; for reproducing it (an ablation, issue 12).
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class QuestionAnsweringHead(Head):
         max_answer_length: int = 30,
         null_score_diff_threshold: float = 0.0,
         tune_threshold: bool = False,
+        softmax_over_padding: bool = False,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -84,6 +91,10 @@ class QuestionAnsweringHead(Head):
     # Padding may neither start nor end an answer; its character offsets are never read.
     pad_values: ClassVar[Mapping[str, int]] = {"may_start": 0, "may_end": 0, "char_start": 0, "char_end": 0}
     onnx_outputs = ("start_logits", "end_logits")
+
+    @property
+    def reads_padding(self) -> bool:
+        return self.hparams.softmax_over_padding
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         return {f"qa_outputs.{k}": v for k, v in self.qa_outputs.state_dict().items()}
@@ -218,7 +229,8 @@ class QuestionAnsweringHead(Head):
         if "start_positions" in batch:
             starts, ends = batch["start_positions"], batch["end_positions"]
             if (starts >= 0).any():
-                out["loss"] = (F.cross_entropy(start_logits, starts) + F.cross_entropy(end_logits, ends)) / 2
+                scored = logits.unbind(-1) if self.hparams.softmax_over_padding else (start_logits, end_logits)
+                out["loss"] = (F.cross_entropy(scored[0], starts) + F.cross_entropy(scored[1], ends)) / 2
             else:  # no window of this batch has a usable label
                 out["loss"] = 0.0 * logits.sum()
         return out
