@@ -103,7 +103,7 @@ def main() -> None:
     folder = common.ROOT / "benchmarks" / "results" / "seeds" / args.task
     runs = {s: run_seed(args.task, s, folder / args.name / f"seed{s}.json", extra) for s in args.seeds}
     baseline = None
-    if args.name != args.against:
+    if "--bertkit-only" in extra:  # an ablation: paired with the baseline configuration
         baseline = {s: run_seed(args.task, s, folder / args.against / f"seed{s}.json", []) for s in args.seeds}
     summary = {"task": args.task, "name": args.name, "script_arguments": extra} | summarise(args.task, runs, baseline)
     common.write_result(folder / f"{args.name}.json", summary)
