@@ -14,6 +14,7 @@ Usage (needs ``pip install -e ".[bench]"``)::
 
     python benchmarks/glue_vs_transformers.py --task mrpc
     python benchmarks/glue_vs_transformers.py --task sst2 --epochs 1
+    python benchmarks/glue_vs_transformers.py --task sst2 --epochs 1 --train-examples 8000   # short budget
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -58,6 +60,19 @@ def run_transformers(
     return result, preds, torch.tensor([r["labels"] for r in test_rows])
 
 
+def shortened(source: Path, target: Path, n: int) -> Path:
+    """A copy of the data folder ``source`` in ``target`` whose training file (the one with "train"
+    in its name) keeps its first ``n`` examples and, unless it is JSON lines, its header row."""
+    target.mkdir()
+    for file in source.iterdir():
+        if "train" in file.name:
+            rows = file.read_text(encoding="utf-8").split("\n")[: n + (file.suffix != ".jsonl")]
+            (target / file.name).write_text("\n".join(rows) + "\n", encoding="utf-8")
+        else:
+            shutil.copyfile(file, target / file.name)
+    return target
+
+
 def scores(preds: torch.Tensor, gold: torch.Tensor, labels: list[str], positive: int) -> dict[str, float]:
     out = {"accuracy": multiclass_accuracy(preds, gold, len(labels), average="micro").item()}
     if len(labels) == 2:
@@ -74,13 +89,17 @@ def main() -> None:
         default=Path(os.environ.get("BERTKIT_DATA_DIR", common.ROOT.parent / "shared" / "data")),
     )
     common.add_common_arguments(parser, epochs=3, lr=None)
+    parser.add_argument("--train-examples", type=int, default=None, help="use only the first N training examples")
     parser.add_argument(
         "--output", type=Path, default=None, help="default: benchmarks/results/<task>_vs_transformers.json"
     )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        overrides = {"data.data_dir": str(args.data_root / TASKS[args.task]), "trainer.default_root_dir": tmp}
+        data_dir = args.data_root / TASKS[args.task]
+        if args.train_examples is not None:
+            data_dir = shortened(data_dir, Path(tmp) / "data", args.train_examples)
+        overrides = {"data.data_dir": str(data_dir), "trainer.default_root_dir": tmp}
         run = common.compose_quiet(common.ROOT / "recipes" / f"{args.task}.yaml", args, overrides)
         args.lr = run.model.hparams.learning_rate
         ours = common.fit_bertkit(run, args.epochs)
