@@ -14,7 +14,7 @@ Usage (needs ``pip install -e ".[bench]"``)::
 
     python benchmarks/glue_vs_transformers.py --task mrpc
     python benchmarks/glue_vs_transformers.py --task sst2 --epochs 1
-    python benchmarks/glue_vs_transformers.py --task sst2 --epochs 1 --train-examples 8000   # short budget
+    python benchmarks/glue_vs_transformers.py --task sst2 --epochs 1 --train-examples 6000   # short budget
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def run_transformers(
 
 def shortened(source: Path, target: Path, n: int) -> Path:
     """A copy of the data folder ``source`` in ``target`` whose training file (the one with "train"
-    in its name) keeps its first ``n`` examples and, unless it is JSON lines, its header row."""
+    in its name) keeps its first ``n`` examples and, unless it is JSON lines, its header row.
+    Raises SystemExit naming ``source`` when it has no training file."""
+    if not any("train" in file.name for file in source.iterdir()):
+        raise SystemExit(f"--train-examples: no training file (a name with 'train') in {source}")
     target.mkdir()
     for file in source.iterdir():
         if "train" in file.name:
