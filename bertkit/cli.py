@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,17 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning_fabric.utilities.exceptions import MisconfigurationException
 from pytorch_lightning import Trainer
 from pytorch_lightning.cli import LightningCLI
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
-from bertkit.checkpoints import AtomicCheckpointIO, check_checkpoint, newest_last, recorded_best
+from bertkit.checkpoints import (
+    AtomicCheckpointIO,
+    check_checkpoint,
+    load_checkpoint,
+    newest_last,
+    recorded_best,
+    refuse_changed_recipe,
+)
 from bertkit.console import quiet
 from bertkit.data import BertDataModule
 from bertkit.embed import embed
@@ -39,7 +48,7 @@ from bertkit.guide import (
 )
 from bertkit.module import BertModule
 from bertkit.plugins import PluginError, describe, load_modules, plugin_manager, registered
-from bertkit.run_folder import place_outputs
+from bertkit.run_folder import claim, place_outputs
 from bertkit.summary import fit_summary
 
 DEBUG_ENV = "BERTKIT_DEBUG"
@@ -89,18 +98,40 @@ class BertkitCLI(LightningCLI):
         parser.add_argument(
             "--plugins", type=list[str], default=[], help="Plugin modules to import before parsing (by dotted name)."
         )
+        parser.add_argument(
+            "--overwrite",
+            type=bool,
+            default=False,
+            help="fit: start a new run over the checkpoints of an earlier run in the run folder (replacing them).",
+        )
 
-    def _resolve_ckpt_path(self) -> None:
-        """Turn ``best``/``last`` into a file (also from an earlier process); refuse to evaluate or
-        predict without a checkpoint, as the task head would be untrained (random).
+    @override
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI takes a ``--ckpt_path`` file's hyper-parameters as the model's settings:
+        check first that the head it names is one bertkit knows, so that parsing them imports
+        nothing a checkpoint names (``check_checkpoint``). ``fit`` keeps the recipe's settings and
+        compares them with the checkpoint's instead (``before_fit``)."""
+        subcommand = self.config.get("subcommand")
+        path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if subcommand == "fit" or not path or not Path(path).is_file():
+            return
+        check_checkpoint(path, None)
+        super()._parse_ckpt_path()
+
+    def _resolve_ckpt_path(self, required: bool = True) -> None:
+        """Turn ``best``/``last`` into a file (also from an earlier process) and check the file
+        (``check_checkpoint``); refuse to evaluate or predict without a checkpoint, as the task
+        head would be untrained (random).
 
         Raises:
-            ValueError: no ``--ckpt_path``.
+            ValueError: no ``--ckpt_path`` (when ``required``), or a checkpoint of another head.
             FileNotFoundError: ``best``/``last`` and no such checkpoint in the checkpoint folder.
         """
         config = self.config_init[self.subcommand]
         wanted = config.get("ckpt_path")
         if wanted is None:
+            if not required:
+                return
             raise ValueError(
                 f"no --ckpt_path for `bertkit {self.subcommand}`: the {type(self.model.head).__name__}'s layers would be "
                 "untrained (random). Pass --ckpt_path best, last or a .ckpt file from `bertkit fit` with this recipe."
@@ -114,6 +145,18 @@ class BertkitCLI(LightningCLI):
                     "(run `bertkit fit` with this recipe first)"
                 )
             config["ckpt_path"] = str(path)
+        if config["ckpt_path"] not in ("best", "last", "hpc", "registry"):
+            stored = check_checkpoint(config["ckpt_path"], self.model.head.spec()["class_path"])
+            if self.subcommand == "fit":
+                refuse_changed_recipe(config["ckpt_path"], stored, self.model, self.datamodule)
+
+    def before_fit(self) -> None:
+        config = self.config_init[self.subcommand]
+        if self.trainer.is_global_zero:
+            checkpoint = self.trainer.checkpoint_callback
+            folder = checkpoint.dirpath if checkpoint is not None else None
+            claim(self.trainer.default_root_dir, folder, config.get("ckpt_path") is not None, config.get("overwrite"))
+        self._resolve_ckpt_path(required=False)
 
     def before_validate(self) -> None:
         self._resolve_ckpt_path()
@@ -124,9 +167,37 @@ class BertkitCLI(LightningCLI):
     def before_predict(self) -> None:
         self._resolve_ckpt_path()
 
+    @override
+    def _run_subcommand(self, subcommand: str) -> None:
+        try:
+            super()._run_subcommand(subcommand)
+        except SIGTERMException:
+            raise Interrupted(143, "SIGTERM", self.trainer, self.recipe_args) from None
+        except SystemExit as err:  # Lightning ends a run stopped by Ctrl-C with sys.exit(1)
+            if self.trainer.interrupted:
+                raise Interrupted(130, "Ctrl-C", self.trainer, self.recipe_args) from None
+            raise err
+
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
             print(fit_summary(self.trainer, config_files(self.recipe_args)), flush=True)
+
+
+class Interrupted(Exception):
+    """A run stopped by a signal: its exit code (128 + the signal's number) and what to say."""
+
+    def __init__(self, code: int, what: str, trainer: Trainer, args: list[str]) -> None:
+        checkpoint = trainer.checkpoint_callback
+        last = newest_last(checkpoint) if checkpoint is not None and checkpoint.dirpath else None
+        lines = [f"bertkit: stopped by {what} at step {trainer.global_step}"]
+        if last is not None and trainer.state.fn == "fit":
+            step = load_checkpoint(last, mmap=True).get("global_step")
+            kept = [a for i, a in enumerate(args) if not a.startswith("--ckpt_path") and args[i - 1 : i] != ["--ckpt_path"]]
+            resume = " ".join(shlex.quote(a) for a in kept)
+            lines.append(f"  last checkpoint (step {step}): {last}")
+            lines.append(f"  resume: bertkit {resume} --ckpt_path last")
+        super().__init__("\n".join(lines))
+        self.code = code
 
 
 def cli_kwargs() -> dict[str, Any]:
@@ -196,7 +267,12 @@ def main(argv: list[str] | None = None) -> int:
             check_checkpoint(ckpt, head)  # before LightningCLI reads its hyper-parameters
         quiet()
         BertkitCLI(args=argv, recipe_args=args, **cli_kwargs())
-    except (FileNotFoundError, ValueError, ImportError, PluginError, MisconfigurationException, ArgumentError) as err:
+    except Interrupted as stop:
+        print(stop, file=sys.stderr, flush=True)
+        return stop.code
+    except (
+        OSError, ValueError, ImportError, PluginError, MisconfigurationException, ArgumentError, FloatingPointError
+    ) as err:  # fmt: skip
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
             raise
         no_gpu = isinstance(err, MisconfigurationException) and "gpu" in str(err) and not torch.cuda.is_available()

@@ -14,6 +14,7 @@ _DROPPED_WARNINGS = (
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning 2.6 with torch >= 2.10
     r"The number of training batches \(\d+\) is smaller than the logging interval",  # logged per epoch anyway
     r"You are using a custom batch sampler `TaskEvalBatchSampler`",  # it yields every index (bertkit.samplers)
+    r"It is recommended to use `self.log\('(val|test)/",  # epoch metrics are torchmetrics', synced by them
 )
 
 

@@ -22,7 +22,7 @@ from typing import ClassVar
 from torch import nn
 
 from bertkit.config import BertConfig, Preset
-from bertkit.heads import import_class
+from bertkit.heads import import_class, stored_class
 from bertkit.io import read_json
 from bertkit.model import BertEncoder
 from bertkit.plugins import registered
@@ -83,9 +83,11 @@ def encoder_families() -> dict[str, type[EncoderFamily]]:
     return families
 
 
-def encoder_family(name: str, field: str = "model.encoder") -> type[EncoderFamily]:
+def encoder_family(name: str, field: str = "model.encoder", stored: bool = False) -> type[EncoderFamily]:
     """The family registered as ``name``, or the ``EncoderFamily`` subclass at a dotted class path
-    (an unregistered one, as for heads); ``field`` names the setting in errors.
+    (an unregistered one, as for heads); ``field`` names the setting in errors. A ``stored``
+    name (read from a model directory, not given by the user) never imports a module
+    (``bertkit.heads.stored_class``).
 
     Raises:
         ValueError: no family of that name (the message lists the registered ones), or a class
@@ -94,6 +96,8 @@ def encoder_family(name: str, field: str = "model.encoder") -> type[EncoderFamil
     families = encoder_families()
     if name in families:
         return families[name]
+    if stored:
+        return stored_class(name, EncoderFamily, families, field)
     if "." in name:
         try:
             return import_class(name, EncoderFamily)
@@ -112,4 +116,4 @@ def family_of(directory: str | Path) -> type[EncoderFamily]:
     """
     path = Path(directory) / "config.json"
     model_type = read_json(path, "no config.json in the model directory").get("model_type", "bert")
-    return encoder_family(model_type, f"{path}: model_type")
+    return encoder_family(str(model_type), f"{path}: model_type", stored=True)

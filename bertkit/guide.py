@@ -65,18 +65,39 @@ def config_files(args: list[str]) -> list[str]:
     return option_values(args, "--config", "-c")
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last
+    silently: a second ``trainer:`` block would drop the first)."""
+
+
+def _mapping_once(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in first and key != "<<":
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} given twice (first on line {first[key] + 1})", key_node.start_mark
+            )
+        first[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
+
+
 def read_recipe(name: str) -> dict[str, Any]:
     """A recipe file's top-level mapping.
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: not YAML, or not a mapping at the top level.
+        ValueError: not YAML, a key given twice in one mapping (file and line), or not a
+            mapping at the top level.
     """
     path = Path(name)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: config file not found")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+        config = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeys) or {}  # noqa: S506 - safe loader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

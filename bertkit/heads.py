@@ -15,6 +15,7 @@ restores them from a checkpoint into a head that has not seen training data.
 from __future__ import annotations
 
 import importlib
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +28,7 @@ from torchmetrics import MetricCollection
 
 from bertkit.config import BertConfig
 from bertkit.model import EncoderOutput
+from bertkit.plugins import registered
 from bertkit.tokenizer import BertTokenizer
 
 Feature = dict[str, Any]
@@ -74,6 +76,13 @@ class Head(nn.Module, HyperparametersMixin, ABC):
     def reads_cls_only(self) -> bool:
         """Whether the head reads only ``[CLS]`` (or the pooler) of the last layer; then the
         encoder computes the last block for ``[CLS]`` alone (``BertEncoder(cls_only=True)``)."""
+        return False
+
+    @property
+    def reads_pooler(self) -> bool:
+        """Whether the head reads the encoder's pooler output (BERT's tanh layer on ``[CLS]``).
+        When it does not, ``BertModule`` freezes the pooler: a parameter that takes no part in
+        the loss would stop multi-process (DDP) training at its first step."""
         return False
 
     @property
@@ -254,7 +263,8 @@ def by_example(predictions: list[dict[str, Any]], count: int, head: Head) -> lis
 
 
 def import_class(class_path: str, base: type) -> type:
-    """The class at a dotted ``class_path``, checked to subclass ``base``.
+    """The class at a dotted ``class_path`` the user gave (a recipe, the command line), checked
+    to subclass ``base``. Imports its module.
 
     Raises:
         ValueError: it cannot be imported or is not a subclass of ``base``.
@@ -269,10 +279,55 @@ def import_class(class_path: str, base: type) -> type:
     return cls
 
 
-def head_from_spec(spec: dict[str, Any]) -> Head:
-    """Rebuild a head from ``Head.spec()`` output.
+def full_name(cls: type) -> str:
+    """``module.QualifiedName`` of a class: the full path untrusted class paths are compared with."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def stored_class(class_path: str, base: type, registry: Mapping[str, type], source: str) -> type:
+    """The class named by a file bertkit reads but the user did not write (a checkpoint's
+    hyper-parameters, a model directory's ``config.json``), without importing anything.
+
+    A stored name can only select: a registered class (by its registered name or its full
+    path), or a ``base`` subclass in a module that is already imported (one the user's recipe,
+    ``plugins:`` list, installed entry points or own code imported). A module is never imported
+    because a file names it, so a crafted checkpoint cannot run a ``.py`` file lying beside it.
+
+    Args:
+        class_path: the stored name.
+        base: the class it must subclass.
+        registry: the registered classes by name (``register_heads``, ``register_encoders`` …).
+        source: the file and field, for errors.
 
     Raises:
-        ValueError: the class cannot be imported or is not a ``Head``.
+        ValueError: anything else (the message names ``source`` and how to make the class known).
     """
-    return import_class(spec["class_path"], Head)(**spec.get("init_args", {}))
+    if class_path in registry:
+        return registry[class_path]
+    for cls in registry.values():
+        if isinstance(cls, type) and full_name(cls) == class_path:
+            return cls
+    module_name, _, class_name = class_path.rpartition(".")
+    module = sys.modules.get(module_name) if module_name else None
+    cls = getattr(module, class_name, None) if module is not None else None
+    if not (isinstance(cls, type) and issubclass(cls, base) and full_name(cls) == class_path):
+        raise ValueError(
+            f"{source}: {class_path!r} is not a registered {base.__qualname__} nor one in a module already imported; "
+            "bertkit does not import code a checkpoint or model directory names. If you trust it, name its module "
+            "in the recipe's plugins: list (or import it before loading)"
+        )
+    return cls
+
+
+def head_from_spec(spec: dict[str, Any], source: str = "checkpoint hyper_parameters.head") -> Head:
+    """Rebuild a head from ``Head.spec()`` output read from a file (``stored_class``: only
+    registered or already-imported heads).
+
+    Raises:
+        ValueError: the class is not a known ``Head``, or its arguments are not accepted.
+    """
+    cls = stored_class(str(spec.get("class_path")), Head, registered("register_heads"), f"{source}.class_path")
+    try:
+        return cls(**spec.get("init_args", {}))
+    except TypeError as err:
+        raise ValueError(f"{source}.init_args: {err}") from None

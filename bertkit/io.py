@@ -64,12 +64,20 @@ def text_lines(path: str | Path, keep_ends: bool = False) -> Iterator[tuple[int,
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: bytes that are not UTF-8 (names file, line, column and byte).
+        ValueError: bytes that are not UTF-8 (names file, line, column and byte), or a carriage
+            return that does not end a line (a file with old Mac ``\r`` line endings would
+            otherwise be read as a few giant lines).
     """
     with Path(path).open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             line = decode_line(raw, path, number)
-            yield number, line if keep_ends else line.rstrip("\r\n")
+            body = line[:-2] if line.endswith("\r\n") else line.rstrip("\n")
+            if "\r" in body:
+                raise ValueError(
+                    f"{path}:{number}: a carriage return (\\r) that does not end a line (old Mac line endings "
+                    f"join {body.count(chr(13)) + 1} lines here); convert the file's line endings to \\n"
+                )
+            yield number, line if keep_ends else body
 
 
 def read_text(path: str | Path) -> str:

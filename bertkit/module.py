@@ -107,6 +107,9 @@ class BertModule(pl.LightningModule):
         if compile:
             for block in self.encoder.encoder.layer:
                 block.compile(dynamic=True)
+        pooler = getattr(self.encoder, "pooler", None)
+        if pooler is not None and not head.reads_pooler:
+            pooler.requires_grad_(False)  # outside the loss: DDP would stop at the first step
         self.head = head
         self._head_built = False
         self._resumed_rng: dict[str, Any] | None = None
@@ -118,6 +121,24 @@ class BertModule(pl.LightningModule):
         self.head.attach(self.encoder)
         self._head_built = True
         self.hparams["head"] = self.head.spec()  # now with what the head learned from data
+
+    @classmethod
+    def load_from_checkpoint(  # type: ignore[override]
+        cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool | None = None, **kwargs: Any
+    ) -> BertModule:
+        """Lightning's ``load_from_checkpoint``, after ``bertkit.checkpoints.check_checkpoint``: the
+        head the file names must be registered or already imported (nothing a checkpoint names is
+        imported), and it is read with ``weights_only=True`` whatever torch's default.
+
+        Raises:
+            FileNotFoundError, ValueError: see ``check_checkpoint``.
+        """
+        from bertkit.checkpoints import check_checkpoint
+
+        if "://" not in str(checkpoint_path):
+            check_checkpoint(checkpoint_path, None)
+        kwargs["weights_only"] = True
+        return super().load_from_checkpoint(checkpoint_path, map_location=map_location, strict=strict, **kwargs)
 
     @override
     def configure_model(self) -> None:
@@ -201,7 +222,17 @@ class BertModule(pl.LightningModule):
     @override
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         self.log("train/tokens", batch["attention_mask"].sum().float(), reduce_fx="sum", on_step=False, on_epoch=True)
-        return self._shared_step(batch, "train")["loss"]
+        loss = self._shared_step(batch, "train")["loss"]
+        bad = not bool(torch.isfinite(loss))  # one such step would make every weight NaN
+        if self.trainer.world_size > 1:  # every process stops together (none waits in the all-reduce)
+            bad = self.trainer.strategy.reduce_boolean_decision(bad, all=False)
+        if bad:
+            raise FloatingPointError(
+                f"training loss is not finite ({float(loss)} on this process) at step {self.global_step} (epoch "
+                f"{self.current_epoch}, batch {batch_idx}); stopped before this step changed the weights. Check the "
+                "data for extreme or non-finite labels, or lower model.learning_rate"
+            )
+        return loss
 
     @override
     def validation_step(self, batch: Batch, batch_idx: int) -> None:

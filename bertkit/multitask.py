@@ -110,6 +110,10 @@ class MultiTaskHead(Head):
         return all(head.reads_cls_only for head in self.heads.values())
 
     @property
+    def reads_pooler(self) -> bool:
+        return any(head.reads_pooler for head in self.heads.values())
+
+    @property
     def reads_padding(self) -> bool:
         return any(head.reads_padding for head in self.heads.values())
 

@@ -133,8 +133,10 @@ def load_modules(names: Iterable[str]) -> None:
     for name in names:
         try:
             module = importlib.import_module(name)
-        except ImportError as err:
-            raise PluginError(f"plugin module {name!r} listed in the recipe cannot be imported: {err}") from err
+        except Exception as err:  # noqa: BLE001 - any failure of the user's module gets one line naming it
+            raise PluginError(
+                f"plugin module {name!r} listed in the recipe cannot be imported: {type(err).__name__}: {err}"
+            ) from err
         register_plugin(module, name)
 
 

@@ -7,23 +7,32 @@ A recipe states its folder once (``trainer.default_root_dir: runs/ner``) and an 
   files the fit summary's learning curves read;
 - a ``ModelCheckpoint`` without ``dirpath`` writes to ``<root>/checkpoints`` (not Lightning's
   per-version logger folder), so ``--ckpt_path best|last`` of a later process finds it;
+  Lightning's own ``ModelCheckpoint`` runs as ``bertkit.checkpoints.LastStateCheckpoint`` (same
+  arguments; ``last.ckpt`` always holds the last state);
 - ``PredictionWriter`` and ``ExportPretrained`` without a path write
   ``<root>/predictions.jsonl`` and ``<root>/export`` (they read the trainer's folder when they
   run, so this also holds outside the CLI).
 
 A path a recipe does give is used as given. With no ``default_root_dir`` Lightning's defaults
-apply unchanged.
+apply unchanged. While a ``fit`` runs, its folder is locked (``claim``): a second ``fit`` into
+it refuses, and a new run refuses to start over an earlier run's checkpoints.
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib
+import os
 from pathlib import Path
+from typing import IO
 
 from jsonargparse import Namespace
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import ModelCheckpoint as LightningModelCheckpoint
+
+from bertkit.checkpoints import LastStateCheckpoint
 
 LOG_NAME = "logs"
+LOCK_NAME = ".fit.lock"
 
 
 def place_outputs(trainer: Namespace) -> None:
@@ -40,10 +49,62 @@ def place_outputs(trainer: Namespace) -> None:
             continue
         module, _, name = callback.class_path.rpartition(".")  # parsed: a full, importable path
         cls = getattr(importlib.import_module(module), name)
-        if issubclass(cls, ModelCheckpoint) and callback.init_args.get("dirpath") is None:
+        if cls is LightningModelCheckpoint:
+            callback.class_path = f"{LastStateCheckpoint.__module__}.{LastStateCheckpoint.__qualname__}"
+        if issubclass(cls, LightningModelCheckpoint) and callback.init_args.get("dirpath") is None:
             callback.init_args.dirpath = str(Path(root) / "checkpoints")
 
 
 def in_run_folder(default_root_dir: str | Path, path: str | None, name: str) -> str:
     """``path`` if given, else ``<default_root_dir>/<name>``."""
     return path if path is not None else str(Path(default_root_dir) / name)
+
+
+class RunFolderBusy(ValueError):
+    """Another ``bertkit fit`` writes the run folder, or it holds another run's checkpoints."""
+
+
+_held: dict[str, IO[str]] = {}
+
+
+def claim(root: str | Path, checkpoints: str | Path | None, resuming: bool, overwrite: bool) -> None:
+    """Take the run folder for one ``fit``: an exclusive lock (``<root>/.fit.lock``, released when
+    the process ends, also by ``kill -9``) so that two fits never write one folder, and a refusal
+    to start a new run over another run's checkpoints unless it resumes them or ``overwrite``.
+
+    Args:
+        root: ``trainer.default_root_dir``.
+        checkpoints: the checkpoint folder (None: none kept).
+        resuming: ``--ckpt_path`` was given.
+        overwrite: ``--overwrite true``: a new run may replace the old run's checkpoints.
+
+    Raises:
+        RunFolderBusy: the folder is locked by another process, or holds checkpoints of an earlier
+            run; the message names the folder and the ways on.
+    """
+    root = Path(root)
+    key = str(root.resolve())
+    if key not in _held:
+        root.mkdir(parents=True, exist_ok=True)
+        handle = (root / LOCK_NAME).open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunFolderBusy(
+                f"{root}: another `bertkit fit` is writing this run folder (pid {owner}); wait for it to end, "
+                "or pass another --trainer.default_root_dir"
+            ) from None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        _held[key] = handle
+    old = sorted(Path(checkpoints).glob("*.ckpt")) if checkpoints is not None and Path(checkpoints).is_dir() else []
+    if old and not resuming and not overwrite:
+        raise RunFolderBusy(
+            f"{checkpoints} holds the checkpoints of an earlier run ({', '.join(p.name for p in old[:3])}"
+            f"{' …' if len(old) > 3 else ''}): resume it with --ckpt_path last, start a new run with another "
+            "--trainer.default_root_dir, or replace it with --overwrite true"
+        )

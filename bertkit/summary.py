@@ -35,9 +35,13 @@ def fit_summary(trainer: pl.Trainer, recipes: list[str]) -> str:
             f"  best {checkpoint.monitor} {_score(checkpoint.best_model_score)}: {_relative(checkpoint.best_model_path)}"
         )
     elif checkpoint is not None and checkpoint.monitor:
-        lines.append(f"  best {checkpoint.monitor}: not measured (no validation ran)")
+        seen = trainer.callback_metrics.get(checkpoint.monitor)
+        why = "no validation ran" if seen is None else f"its value was {float(seen)}, never an improvement"
+        lines.append(f"  best {checkpoint.monitor}: none kept ({why})")
     if checkpoint is not None and checkpoint.last_model_path:
-        lines.append(f"  last checkpoint: {_relative(checkpoint.last_model_path)} (resume: --ckpt_path last)")
+        step = getattr(checkpoint, "last_step", -1)  # LastStateCheckpoint: the step last.ckpt holds
+        at = f" at step {step}" if step >= 0 else ""
+        lines.append(f"  last checkpoint{at}: {_relative(checkpoint.last_model_path)} (resume: --ckpt_path last)")
     logger = trainer.logger
     metrics = Path(logger.log_dir) / "metrics.csv" if logger is not None and logger.log_dir else None
     if metrics is not None and metrics.is_file():

@@ -194,13 +194,41 @@ CASES = [
     Case(
         "ckpt-missing",
         ["test", "--config", NER, *TINY, "--ckpt_path=nope.ckpt"],
-        ["nope.ckpt: --ckpt_path file not found"],
+        ["nope.ckpt: checkpoint file not found"],
     ),
     Case(
         "ckpt-garbage",
         ["test", "--config", NER, *TINY, "--ckpt_path=bad.ckpt"],
-        ["bad.ckpt: --ckpt_path is not a readable"],
+        ["bad.ckpt: not a readable checkpoint"],
         {"bad.ckpt": b"not a checkpoint"},
+    ),
+    Case(
+        "ckpt-a-directory", ["test", "--config", NER, *TINY, "--ckpt_path=adir"], ["adir", "directory"], {"adir/x": ""}
+    ),
+    Case(
+        "ckpt-last-truncated",
+        ["test", "--config", NER, *TINY, "--ckpt_path=last"],
+        ["last.ckpt: not a readable checkpoint"],
+        {"runs/ner/checkpoints/last.ckpt": b"PK\x03\x04truncated"},
+    ),
+    Case(
+        "recipe-duplicate-key",
+        ["fit", "--config", "r.yaml"],
+        ["r.yaml:3", "'trainer' given twice (first on line 1)"],
+        {"r.yaml": "trainer:\n  max_steps: 2\ntrainer:\n  max_epochs: 3\n"},
+    ),
+    conll("conll-bare-cr", "EU B-ORG\rrejects O\n\nPeter B-PER\n", ["d/eng.train:1", "carriage return"]),
+    Case(
+        "tsv-stray-quote",
+        sst2(),
+        ["d/train.tsv:3", "runs over lines 3-5", "quoting: none"],
+        {"d/train.tsv": 'sentence\tlabel\nfine\t1\n"a fine film\t1\na\t0\nb\t1\n', "d/dev.tsv": TSV_OK},
+    ),
+    Case(
+        "regression-nan-label",
+        sst2("--model.head.init_args.problem_type=regression"),
+        ["d/train.tsv:3", "'nan' is not a finite number"],
+        {"d/train.tsv": "sentence\tlabel\nfine\t1.5\ngood\tnan\n", "d/dev.tsv": TSV_OK},
     ),
     Case("ckpt-not-lightning", ["test", "--config", NER, *TINY, "--ckpt_path=w.ckpt"], ["w.ckpt", "no state_dict"]),
     Case(
@@ -237,6 +265,24 @@ CASES = [
         sst2("--data.validation_file=null"),
         ["at least 2 labels"],
         {"d/train.tsv": "sentence\tlabel\na\t1\nb\t1\n"},
+    ),
+    Case(
+        "squad-misspelt-key",
+        squad(),
+        ["data[0]", "'Paragraphs'", "did you mean 'paragraphs'"],
+        {"d/train-v1.1.json": json.dumps({"data": [{"Paragraphs": SQUAD_OK["data"][0]["paragraphs"]}]})},
+    ),
+    Case(
+        "squad-article-not-object",
+        squad(),
+        ["data[1]: expected an object"],
+        {"d/train-v1.1.json": json.dumps({"data": [SQUAD_OK["data"][0], "Oslo"]})},
+    ),
+    Case(
+        "squad-negative-answer-start",
+        squad(),
+        ["qas[0]", "answer_start -7 is outside the context"],
+        {"d/train-v1.1.json": json.dumps(SQUAD_OK).replace('"answer_start": 11', '"answer_start": -7')},
     ),
     Case("squad-not-json", squad(), ["d/train-v1.1.json:1: not valid JSON"], {"d/train-v1.1.json": "{data: 1"}),
     Case("squad-no-data", squad(), ["d/train-v1.1.json: expected SQuAD JSON"], {"d/train-v1.1.json": "{}"}),

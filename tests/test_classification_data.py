@@ -32,17 +32,19 @@ def test_tsv_with_bom_bare_quotes_and_blank_lines(tmp_path):
         ("She left early", "She stayed late.", "0"),
     ]
     assert [e.source for e in examples] == [f"{path}:2", f"{path}:4"]  # the blank line 3 is skipped
-    # With standard quoting the bare quote swallows the rest of the file into one field.
-    with pytest.raises(ValueError, match=rf"{path}:\d+: no .* column .*try quoting: none"):
+    # With standard quoting the bare quote would swallow the rest of the file into one field.
+    with pytest.raises(ValueError, match=rf"{path}:2: a quoted field runs over lines 2-4 .*quoting: none"):
         read_table(path, "#1 String", "#2 String", "Quality")
 
 
 def test_csv_quoted_fields_and_column_indices(tmp_path):
     path = tmp_path / "data.csv"
     path.write_text('"Great, really great",pos\n"Two\nlines",neg\n', encoding="utf-8")
-    examples = read_table(path, 0, None, 1, delimiter=",", header=False)
+    examples = read_table(path, 0, None, 1, delimiter=",", header=False, quoting="multiline")
     assert [(e.text, e.label) for e in examples] == [("Great, really great", "pos"), ("Two\nlines", "neg")]
-    assert examples[1].source == f"{path}:3"  # the line where the record ends
+    assert examples[1].source == f"{path}:2"  # the line where the record starts
+    with pytest.raises(ValueError, match=rf"{path}:2: a quoted field runs over lines 2-3 \(2 lines joined"):
+        read_table(path, 0, None, 1, delimiter=",", header=False)  # minimal quoting: one line per field
 
 
 def test_missing_columns_are_named(tmp_path):

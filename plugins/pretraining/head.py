@@ -158,7 +158,9 @@ class CorpusHead(Head):
         """Set ``self.masking`` (a strategy, its spec from a checkpoint, or None = ``TokenMasking()``)
         and store its spec in the hyper-parameters (plain values: weights_only checkpoints)."""
         if isinstance(masking, dict):  # rebuilt from a checkpoint's hyper-parameters
-            masking = import_class(masking["class_path"], MaskingStrategy)(**masking.get("init_args", {}))
+            source = "checkpoint model.head.init_args.masking.class_path"
+            cls = stored_class(str(masking.get("class_path")), MaskingStrategy, registered("register_masking"), source)
+            masking = cls(**masking.get("init_args", {}))
         self.masking = masking or TokenMasking()
         self.hparams["masking"] = self.masking.spec()
         self._tokenizer: BertTokenizer | None = None
@@ -436,6 +438,10 @@ class PreTrainingHead(MaskedLMHead):
     @property
     def metric_names(self) -> list[str]:
         return [*super().metric_names, f"{self.sentence_task}_accuracy"]
+
+    @property
+    def reads_pooler(self) -> bool:
+        return True
 
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
         out = super().forward(encoded, batch)

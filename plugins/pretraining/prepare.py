@@ -166,6 +166,8 @@ def prepare(
     for split in splits:
         if (root / split / MANIFEST).is_file() and not overwrite:
             raise FileExistsError(f"{root / split}: already prepared (pass overwrite=true to replace it)")
+    for split in splits:  # the manifest is the completion marker: gone until the new shards are all written
+        (root / split / MANIFEST).unlink(missing_ok=True)
     settings = dict(
         max_seq_length=max_seq_length,
         sentence_task=sentence_task,

@@ -31,6 +31,7 @@ from bertkit_plugins.pretraining.masking import Masked
 from bertkit.io import atomic_path, read_json
 
 MANIFEST = "manifest.json"
+PREPARE_AGAIN = "run `bertkit prepare` again with overwrite=true"
 FORMAT = 1
 TOKEN_ARRAYS = ("input_ids", "word_starts")
 INSTANCE_ARRAYS = ("offsets", "segment_a_length", "sentence_label")
@@ -104,10 +105,20 @@ class Shards:
     def _open(self) -> list[dict[str, np.ndarray]]:
         if self._arrays is None:
             names = TOKEN_ARRAYS + INSTANCE_ARRAYS + (MASK_ARRAYS if self.static else ())
-            self._arrays = [
-                {n: np.load(self.directory / s["name"] / f"{n}.npy", mmap_mode="r") for n in names}
-                for s in self.manifest["shards"]
-            ]
+            arrays = []
+            for shard in self.manifest["shards"]:
+                folder = self.directory / shard["name"]
+                try:
+                    loaded = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in names}
+                except (OSError, ValueError) as err:
+                    raise ValueError(f"{folder}: unreadable shard ({err}); {PREPARE_AGAIN}") from None
+                if len(loaded["offsets"]) != shard["instances"] + 1:
+                    raise ValueError(
+                        f"{folder}: {len(loaded['offsets']) - 1} instances, the manifest says {shard['instances']} "
+                        f"(shards of another preparation); {PREPARE_AGAIN}"
+                    )
+                arrays.append(loaded)
+            self._arrays = arrays
         return self._arrays
 
     def __len__(self) -> int:

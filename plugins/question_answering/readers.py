@@ -13,6 +13,7 @@ the context, or, if the context lacks it, marked unusable for training; the read
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,10 @@ def _answers(raw: Any, context: str, where: str) -> tuple[list[Answer], list[str
             start = int(item["answer_start"])
         except (TypeError, ValueError):
             raise ValueError(f"{where}: answers[{k}].answer_start {item['answer_start']!r} is not an integer") from None
+        if not 0 <= start <= len(context):
+            raise ValueError(
+                f"{where}: answers[{k}].answer_start {start} is outside the context (0 … {len(context)} characters)"
+            )
         at, state = locate(context, item["text"], start)
         answers.append(Answer(item["text"], at, None if at is None else at + len(item["text"])))
         status.append(state)
@@ -122,15 +127,41 @@ def read_squad_json(path: Path, labelled: bool = True) -> list[QAExample]:
         raise ValueError(f"{path}: expected SQuAD JSON, an object with a 'data' list of articles")
     examples = []
     for i, article in enumerate(document["data"]):
-        for j, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else []):
+        _fields(article, f"{path}: data[{i}]", ARTICLE_KEYS, {"paragraphs": list})
+        for j, paragraph in enumerate(article["paragraphs"]):
             where = f"{path}: data[{i}].paragraphs[{j}]"
-            if not isinstance(paragraph, dict) or not isinstance(paragraph.get("context"), str):
-                raise ValueError(f"{where}: expected an object with a 'context' string")
-            for k, record in enumerate(paragraph.get("qas", [])):
-                if not isinstance(record, dict):
-                    raise ValueError(f"{where}.qas[{k}]: expected an object")
+            _fields(paragraph, where, PARAGRAPH_KEYS, {"context": str, "qas": list})
+            for k, record in enumerate(paragraph["qas"]):
+                _fields(record, f"{where}.qas[{k}]", QUESTION_KEYS, {})
                 examples.append(_example(record, paragraph["context"], f"{where}.qas[{k}]", None, labelled))
     return examples
+
+
+# The keys of SQuAD v1.1/v2.0 objects; others are kept out of the way unless they look like a
+# misspelling of one of these (then the data under them would be lost).
+ARTICLE_KEYS = ("title", "paragraphs")
+PARAGRAPH_KEYS = ("context", "qas")
+QUESTION_KEYS = ("id", "question", "answers", "is_impossible", "plausible_answers")
+
+
+def _fields(value: Any, where: str, known: tuple[str, ...], required: dict[str, type]) -> None:
+    """Check one SQuAD object: an object, with each ``required`` key of its type, and no key that
+    is a misspelling of a known one (``Paragraphs``, ``qa``), which would drop its data unseen.
+
+    Raises:
+        ValueError: names ``where``, the key and what was expected.
+    """
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected an object, got {type(value).__name__}")
+    for key in value:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.75)
+        if close:
+            raise ValueError(f"{where}: unknown key {key!r} (did you mean {close[0]!r}?); the object has {sorted(value)}")
+    for key, kind in required.items():
+        if not isinstance(value.get(key), kind):
+            raise ValueError(f"{where}: no {key!r} {kind.__name__}; the object has {sorted(value)}")
 
 
 def read_qa_jsonl(path: Path, labelled: bool = True) -> list[QAExample]:

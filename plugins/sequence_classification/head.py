@@ -7,6 +7,7 @@ Pairs are packed ``[CLS] A [SEP] B [SEP]`` with segment ids 0 / 1 and truncated 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -63,7 +64,8 @@ class SequenceClassificationHead(Head):
             ``csv`` or ``jsonl``. ``.txt`` files given to ``predict`` are plain text: one
             example per line, a tab between the texts of a pair.
         header: TSV/CSV files start with a header line.
-        quoting: ``minimal`` (standard CSV quoting) or ``none`` (quotes are text; MRPC).
+        quoting: ``minimal`` (standard CSV quoting, fields on one line), ``multiline`` (quoted
+            fields may hold line breaks) or ``none`` (quotes are text; MRPC).
         label_separator: separates the labels of a multi-label row in TSV/CSV.
         pooling: ``cls`` (the tanh pooler over ``[CLS]``, as BERT) or ``mean`` (mean of the last
             hidden states over real tokens, as Sentence-BERT).
@@ -121,6 +123,10 @@ class SequenceClassificationHead(Head):
 
     @property
     def reads_cls_only(self) -> bool:
+        return self.hparams.pooling == "cls"
+
+    @property
+    def reads_pooler(self) -> bool:
         return self.hparams.pooling == "cls"
 
     def prepare(self, examples: list[Example]) -> None:
@@ -205,9 +211,12 @@ class SequenceClassificationHead(Head):
         hp = self.hparams
         if hp.problem_type == "regression":
             try:
-                return float(raw)
+                value = float(raw)
             except (TypeError, ValueError):
                 raise ValueError(f"{source}: label {raw!r} is not a number (problem_type: regression)") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{source}: label {raw!r} is not a finite number (problem_type: regression)")
+            return value
         if hp.problem_type == "multi_label":
             if isinstance(raw, list):
                 return [str(x).strip() for x in raw]

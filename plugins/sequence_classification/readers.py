@@ -15,8 +15,8 @@ from typing import Any, Literal
 from bertkit.choices import check
 from bertkit.io import text_lines
 
-Quoting = Literal["minimal", "none"]
-QUOTING = {"minimal": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
+Quoting = Literal["minimal", "multiline", "none"]
+QUOTING = {"minimal": csv.QUOTE_MINIMAL, "multiline": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
 Column = str | int
 
 
@@ -73,19 +73,29 @@ def read_table(
         label_column: column of the label, or None (unlabelled).
         delimiter: field separator (``\\t`` for TSV, ``,`` for CSV).
         header: the first non-blank line names the columns.
-        quoting: ``minimal`` (double quotes enclose fields) or ``none`` (quotes are text; MRPC).
+        quoting: ``minimal`` (double quotes enclose fields, each on one line), ``multiline``
+            (quoted fields may hold line breaks, as spreadsheets write them) or ``none`` (quotes
+            are text; MRPC).
 
     Raises:
         ValueError: unknown quoting; a named column missing from the header; a row with too few
-            fields (the message names file and line).
+            fields; with ``minimal``, a quoted field that runs over several lines (a stray quote
+            swallows the rows after it): the message names file, lines and how many were joined.
     """
     check("quoting", quoting, Quoting)
     examples = []
     reader = csv.reader(
         (line for _, line in text_lines(path, keep_ends=True)), delimiter=delimiter, quoting=QUOTING[quoting]
     )
-    names, columns = None, None
+    names, columns, ended = None, None, 0
     for row in _rows(reader, path):
+        first, ended = ended + 1, reader.line_num
+        if ended > first and quoting == "minimal":
+            raise ValueError(
+                f"{path}:{first}: a quoted field runs over lines {first}-{ended} ({ended - first + 1} lines joined into "
+                "one row): a stray double quote? Use quoting: none if quotes are text, or quoting: multiline if "
+                "fields really hold line breaks"
+            )
         if not row or all(not field.strip() for field in row):
             continue
         if header and names is None:
@@ -94,7 +104,7 @@ def read_table(
         if columns is None:
             wanted = {"text": text_column, "text pair": text_pair_column, "label": label_column}
             columns = {r: _column_index(path, names, c, r) for r, c in wanted.items() if c is not None}
-        line = reader.line_num
+        line = first
         for role, index in columns.items():
             if index >= len(row) or index < -len(row):
                 raise ValueError(

@@ -15,6 +15,10 @@ from typing import Literal
 from bertkit.choices import check
 from bertkit.io import text_lines
 
+COLUMNS = re.compile(r"[ \t]+")
+"""Column separators: ASCII spaces and tabs only; a no-break space (U+00A0) or other Unicode
+space inside a token is part of the token (``New\xa0York``), never a column break."""
+
 TagScheme = Literal["IOB1", "IOB2", "BIOES"]
 _TAG = {"IOB1": re.compile(r"^[BI]-\S+$"), "IOB2": re.compile(r"^[BI]-\S+$"), "BIOES": re.compile(r"^[BIES]-\S+$")}
 
@@ -103,7 +107,7 @@ def read_conll(
         words.clear(), tags.clear(), lines.clear()
 
     for number, raw in text_lines(path):
-        cols = raw.split()
+        cols = COLUMNS.split(raw.strip(" \t")) if raw.strip(" \t") else []  # not str.split: NBSP is text
         if not cols or cols[0] == "-DOCSTART-":
             flush()
             continue

@@ -1,0 +1,171 @@
+"""What bertkit promises under real use, not only on one epoch of a well-formed file: checkpoints
+and model directories never make bertkit import code, ``last.ckpt`` holds the last state after a
+plateau, a run folder has one writer, a resume refuses a changed recipe, signals end a run with
+128 + the signal's number and a way to resume, a non-finite loss stops the run, and readers keep
+every token of real-world whitespace."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertkit.checkpoints import load_checkpoint
+from bertkit.encoders import family_of
+from bertkit.module import BertModule
+from bertkit.run_folder import RunFolderBusy, claim
+from tests.conftest import RECIPE, ROOT, run_bertkit
+
+TINY = [
+    "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
+    "--trainer.enable_progress_bar=false", "--data.batch_size=4",
+]  # fmt: skip
+PAYLOAD = "import pathlib; pathlib.Path('{marker}').write_text('ran')\nfrom bertkit_plugins.token_tagging import *\n"
+
+
+@pytest.fixture(scope="module")
+def plateau(tmp_path_factory) -> Path:
+    """A 3-epoch fit whose score never improves after the first epoch (learning rate 0)."""
+    work = tmp_path_factory.mktemp("plateau")
+    args = [*TINY, "--trainer.max_epochs=3", "--trainer.limit_train_batches=5", "--trainer.limit_val_batches=2"]
+    proc = run_bertkit("fit", *args, "--model.learning_rate=0.0", cwd=work)
+    (work / "summary.txt").write_text(proc.stdout)
+    return work
+
+
+def test_last_ckpt_holds_the_last_step_after_a_plateau(plateau):
+    last = load_checkpoint(plateau / "runs/ner/checkpoints/last.ckpt")
+    assert last["global_step"] == 15 and last["epoch"] == 2
+    assert "last checkpoint at step 15:" in (plateau / "summary.txt").read_text()
+
+
+def test_resume_refuses_a_changed_model_setting(plateau):
+    proc = run_bertkit(
+        "fit", *TINY, "--trainer.max_epochs=4", "--ckpt_path=last", "--model.learning_rate=0.01", cwd=plateau,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "model.learning_rate=0.01 (checkpoint: 0.0)" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_new_run_keeps_an_earlier_runs_checkpoints(plateau):
+    before = sorted(p.name for p in (plateau / "runs/ner/checkpoints").iterdir())
+    proc = run_bertkit("fit", *TINY, "--trainer.max_steps=1", cwd=plateau, check=False)
+    assert proc.returncode == 2 and "--overwrite true" in proc.stderr and "--ckpt_path last" in proc.stderr
+    assert sorted(p.name for p in (plateau / "runs/ner/checkpoints").iterdir()) == before
+
+
+def _crafted(sample_run: Path, folder: Path, class_path: str) -> Path:
+    """A real checkpoint whose stored head names ``class_path``, beside a module that would run."""
+    state = torch.load(sample_run / "runs/ner/checkpoints/last.ckpt", weights_only=True)
+    state["hyper_parameters"]["head"]["class_path"] = class_path
+    path = folder / "model.ckpt"
+    torch.save(state, path)
+    (folder / "bk_utils.py").write_text(PAYLOAD.format(marker=folder / "MARKER"))
+    return path
+
+
+def test_a_checkpoint_cannot_make_bertkit_import_a_file_beside_it(sample_run, tmp_path, monkeypatch):
+    path = _crafted(sample_run, tmp_path, "bk_utils.TokenTaggingHead")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="bk_utils.TokenTaggingHead' is not a registered"):
+        BertModule.load_from_checkpoint(path, weights_only=True)
+    for command in (["export", str(path), "out", "--onnx", "false"], ["test", "--config", str(RECIPE), f"--ckpt_path={path}"]):
+        proc = run_bertkit(*command, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, check=False)
+        assert proc.returncode == 2 and "does not import code" in proc.stderr, proc.stderr[-2000:]
+    assert "bk_utils" not in sys.modules and not (tmp_path / "MARKER").exists()
+
+
+def test_a_stored_full_path_must_be_the_registered_class(sample_run, tmp_path):
+    path = _crafted(sample_run, tmp_path, "collections.OrderedDict")
+    with pytest.raises(ValueError, match="not a registered Head"):
+        BertModule.load_from_checkpoint(path, weights_only=True)
+    path = _crafted(sample_run, tmp_path, "bertkit_plugins.token_tagging.head.TokenTaggingHead")
+    assert type(BertModule.load_from_checkpoint(path, weights_only=True).head).__name__ == "TokenTaggingHead"
+
+
+def test_a_model_directory_cannot_name_a_module_to_import(tmp_path, monkeypatch):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bk_utils.BertFamily"}))
+    (tmp_path / "bk_utils.py").write_text(PAYLOAD.format(marker=tmp_path / "MARKER"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="config.json: model_type"):
+        family_of(tmp_path)
+    assert not (tmp_path / "MARKER").exists()
+
+
+def test_a_run_folder_has_one_writer(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from bertkit.run_folder import claim; claim({str(tmp_path)!r}, None, False, False); "
+         "print('held', flush=True); import time; time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunFolderBusy, match=f"pid {holder.pid}"):
+            claim(tmp_path, None, False, False)
+    finally:
+        holder.kill(), holder.wait()
+    claim(tmp_path, None, False, False)  # released when its holder died
+
+
+def test_an_earlier_runs_checkpoints_need_resume_or_overwrite(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints/last.ckpt").write_bytes(b"x")
+    with pytest.raises(RunFolderBusy, match="last.ckpt"):
+        claim(tmp_path, tmp_path / "checkpoints", resuming=False, overwrite=False)
+    claim(tmp_path, tmp_path / "checkpoints", resuming=True, overwrite=False)
+    claim(tmp_path, tmp_path / "checkpoints", resuming=False, overwrite=True)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_ends_fit_with_its_exit_code_and_the_resume_command(tmp_path, signum, code):
+    env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
+    args = [*TINY, "--trainer.max_epochs=1000", "--trainer.limit_val_batches=1"]
+    exe = Path(sys.executable).with_name("bertkit")
+    proc = subprocess.Popen(
+        [str(exe), "fit", *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    last = tmp_path / "runs/ner/checkpoints/last.ckpt"
+    deadline = time.monotonic() + 120
+    while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err[-3000:]
+    assert "last checkpoint (step" in err and "--ckpt_path last" in err, err[-3000:]
+    if signum == signal.SIGTERM:  # stopped at a batch boundary: last.ckpt holds that step
+        stopped = int(err.split("stopped by SIGTERM at step ")[1].split()[0])
+        assert load_checkpoint(last)["global_step"] == stopped
+
+
+def test_a_non_finite_loss_stops_fit_with_a_message(tmp_path):
+    (tmp_path / "d").mkdir()
+    rows = ["sentence\tlabel"] + [f"film {i}\t{'1e300' if i == 3 else i}" for i in range(8)]
+    (tmp_path / "d/train.tsv").write_text("\n".join(rows) + "\n")
+    proc = run_bertkit(
+        "fit", "--config", str(ROOT / "recipes/sst2.yaml"), "--model.pretrained=null", "--model.preset=tiny",
+        "--model.vocab_file=all-MiniLM-L6-v2", "--data.data_dir=d", "--data.validation_file=null",
+        "--model.head.init_args.problem_type=regression", "--data.batch_size=8", "--trainer.max_steps=3",
+        "--trainer.enable_progress_bar=false", cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "training loss is not finite" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_plugin_module_that_raises_is_one_line(tmp_path):
+    (tmp_path / "boom.py").write_text("raise RuntimeError('kaboom')\n")
+    (tmp_path / "r.yaml").write_text("plugins: [boom]\n")
+    proc = run_bertkit(
+        "fit", "--config", str(RECIPE), "--config", "r.yaml", cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)},
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "'boom'" in proc.stderr and "RuntimeError: kaboom" in proc.stderr
+    assert "Traceback" not in proc.stderr
