@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -24,7 +27,7 @@ def prediction_records(pl_module: pl.LightningModule, datamodule: Any, batches: 
     early), in the order of the input; the head's ``format_predictions`` sees just those.
     """
     flat = [p for batch in batches for p in batch]
-    examples = datamodule.examples["predict"]
+    examples = datamodule.predict_examples()
     kept = sorted({p["example_index"] for p in flat})
     if len(kept) < len(examples):
         log.warning("predicted %d of %d examples (trainer.limit_predict_batches?)", len(kept), len(examples))
@@ -34,10 +37,14 @@ def prediction_records(pl_module: pl.LightningModule, datamodule: Any, batches: 
 
 
 class PredictionWriter(BasePredictionWriter):
-    """Write one JSON record per predicted example, atomically, when ``predict`` ends.
+    """Write one JSON record per predicted example when ``predict`` ends.
 
     The head turns per-window outputs back into per-example records (for NER: words, tags and
-    entity spans with character offsets).
+    entity spans with character offsets). ``bertkit predict`` predicts in parts
+    (``data.predict_chunk_size``): each part's records are appended to ``<output_file>.partial``
+    as it ends, and that file is renamed to ``output_file`` after the last part, so memory does
+    not grow with the input and an interrupted run keeps every finished part. A single
+    ``trainer.predict`` call writes ``output_file`` atomically.
 
     Args:
         output_file: the JSONL file to (over)write; None: ``predictions.jsonl`` in the
@@ -59,7 +66,25 @@ class PredictionWriter(BasePredictionWriter):
         if not trainer.is_global_zero:
             return
         path = in_run_folder(trainer.default_root_dir, self.output_file, "predictions.jsonl")
-        count = write_jsonl(path, prediction_records(pl_module, trainer.datamodule, predictions))
+        records = prediction_records(pl_module, trainer.datamodule, predictions)
+        part, parts = trainer.datamodule.predict_part, trainer.datamodule.predict_parts()
+        if part is None:
+            self._report(write_jsonl(path, records), path)
+            return
+        partial = Path(f"{path}.partial")
+        if part == parts[0]:
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            self._written = 0
+        with partial.open("w" if part == parts[0] else "a", encoding="utf-8") as out:
+            for record in records:
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                self._written += 1
+        if part == parts[-1]:
+            os.replace(partial, path)
+            self._report(self._written, path)
+
+    @staticmethod
+    def _report(count: int, path: str) -> None:
         print(f"\nwrote {count} prediction{'s' if count != 1 else ''} to {path}", flush=True)
 
 

@@ -167,6 +167,15 @@ class BertkitCLI(LightningCLI):
     def before_predict(self) -> None:
         self._resolve_ckpt_path()
 
+    def predict(self, model: BertModule, datamodule: BertDataModule, ckpt_path: str | None = None, **_: Any) -> None:
+        """``trainer.predict`` over the predict file part by part (``data.predict_chunk_size``
+        examples each; ``PredictionWriter`` appends each part's records), the checkpoint loaded once."""
+        datamodule.attach(model)
+        datamodule.setup("predict")
+        for i, part in enumerate(datamodule.predict_parts()):
+            datamodule.select_predict_part(part)
+            self.trainer.predict(model, datamodule=datamodule, ckpt_path=None if i else ckpt_path, return_predictions=False)
+
     @override
     def _run_subcommand(self, subcommand: str) -> None:
         try:

@@ -117,6 +117,10 @@ class BertDataModule(pl.LightningDataModule):
             ``data_dir``/``dataset`` and split files (``bertkit.multitask.TaskData``), read by
             that task's head; the top-level files are then unused. Each batch holds one task's
             features; ``validation_split`` and ``max_tokens`` are not available with tasks.
+        predict_chunk_size: examples per ``bertkit predict`` pass: the CLI reads the whole file,
+            then builds features, predicts and writes records this many examples at a time, so
+            memory does not grow with the file and an interrupted run keeps what it wrote
+            (``PredictionWriter``); 0 = the whole file in one pass.
         task_temperature: how training batches mix the tasks: task t's share is proportional
             to n_t ** (1 / T), n_t its training features. 1 = proportional (every batch once per
             epoch), larger favours small tasks, ``.inf`` = uniform (Arivazhagan et al. 2019;
@@ -142,6 +146,7 @@ class BertDataModule(pl.LightningDataModule):
         seed: int = 0,
         tasks: dict[str, TaskData] | None = None,
         task_temperature: float = 1.0,
+        predict_chunk_size: int = 4096,
     ) -> None:
         super().__init__()
         check("data.predict_format", predict_format, PredictFormat)
@@ -149,6 +154,8 @@ class BertDataModule(pl.LightningDataModule):
             raise ValueError(f"data.validation_split={validation_split}: expected 0 <= validation_split < 1")
         if max_length < 8:
             raise ValueError(f"data.max_length={max_length}: expected at least 8")
+        if predict_chunk_size < 0:
+            raise ValueError(f"data.predict_chunk_size={predict_chunk_size}: expected >= 0 (0 = all at once)")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"data.max_tokens={max_tokens}: expected a positive number of tokens")
         if tasks:
@@ -172,6 +179,8 @@ class BertDataModule(pl.LightningDataModule):
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
         self._attached: Any = None
+        self.predict_part: tuple[int, int] | None = None
+        """(start, end) of the predict examples the next pass reads; None: all of them."""
 
     def attach(self, model: Any) -> None:
         """Read and featurize with ``model``'s head and tokenizer outside a trainer call, e.g.
@@ -329,17 +338,34 @@ class BertDataModule(pl.LightningDataModule):
         elif stage in ("test", "predict"):
             self._load("test" if stage == "test" else "predict")
 
+    def predict_parts(self) -> list[tuple[int, int]]:
+        """(start, end) of each ``predict_chunk_size`` run of the predict examples (read first)."""
+        count, size = len(self.examples["predict"]), self.hparams.predict_chunk_size or len(self.examples["predict"])
+        return [(start, min(start + size, count)) for start in range(0, count, max(1, size))]
+
+    def select_predict_part(self, part: tuple[int, int] | None) -> None:
+        """Make the next predict pass read ``part`` of the examples (None: all); its features are
+        built then, and the previous part's are dropped."""
+        self.predict_part = part
+        self.features.pop("predict", None)
+
+    def predict_examples(self) -> list[Any]:
+        """The examples of the current predict pass (``predict_part``)."""
+        examples = self.examples["predict"]
+        return examples if self.predict_part is None else examples[slice(*self.predict_part)]
+
     def forget(self, split: str) -> None:
         """Drop a split's examples and features, so the next ``setup`` reads its file again."""
         self.examples.pop(split, None)
         self.features.pop(split, None)
+        if split == "predict":
+            self.predict_part = None
 
     def _features(self, split: str) -> list[Feature]:
         if split not in self.features:
             module = self._module()
-            self.features[split] = module.head.featurize(
-                self.examples[split], module.tokenizer, self.hparams.max_length
-            )
+            examples = self.predict_examples() if split == "predict" else self.examples[split]
+            self.features[split] = module.head.featurize(examples, module.tokenizer, self.hparams.max_length)
             log.info("%s: %d features", split, len(self.features[split]))
         return self.features[split]
 

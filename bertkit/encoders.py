@@ -96,7 +96,7 @@ def encoder_family(name: str, field: str = "model.encoder", stored: bool = False
     families = encoder_families()
     if name in families:
         return families[name]
-    if stored:
+    if stored and "." in name:
         return stored_class(name, EncoderFamily, families, field)
     if "." in name:
         try:

@@ -5,23 +5,28 @@ against bertkit with onnxruntime before it is kept.
 The ONNX graph is ``torch.onnx.export(dynamo=True)`` of the padded encoder and the head: inputs
 ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, (batch, sequence), both axes
 dynamic), outputs the head's logits (``logits``; ``start_logits`` and ``end_logits`` for
-question answering).
+question answering). ``model.onnx`` holds its weights (every BERT size stays under ONNX's 2 GB
+limit for one file); a larger model's weights go to ``model.onnx.data`` beside it, written and
+moved together with it. Either way the folder can be copied or moved as it is.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
+from importlib.util import find_spec
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from bertkit.io import atomic_path
 from bertkit.module import BertModule
 
 log = logging.getLogger(__name__)
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+ONE_FILE_LIMIT = 1_800_000_000  # bytes of weights kept inside model.onnx (protobuf's limit is 2 GiB)
 
 
 class _Logits(nn.Module):
@@ -62,7 +67,11 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
             the check exceeds ``tolerance`` (nothing is written then).
         ImportError: onnxruntime or onnxscript is missing (``pip install bertkit[onnx]``).
     """
-    import onnxruntime
+    try:
+        import onnxruntime
+        import onnxscript  # noqa: F401 - torch.onnx's exporter needs it
+    except ImportError as err:
+        raise ImportError(f"ONNX export needs the onnx extra: pip install 'bertkit[onnx]' ({err})") from None
 
     outputs = list(model.head.onnx_outputs)
     if not outputs:
@@ -70,10 +79,14 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
     wrapper = _Logits(model.eval().float(), outputs).eval()
     example = _sample(model, (2, 16), seed=0)
     dynamic = {name: {0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC} for name in INPUTS}
-    with atomic_path(path) as tmp:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    large = sum(p.numel() * p.element_size() for p in wrapper.parameters()) > ONE_FILE_LIMIT
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as folder:
+        tmp = Path(folder) / target.name  # the final name: an external data file is named after it
         torch.onnx.export(
             wrapper, tuple(example[k] for k in INPUTS), str(tmp), input_names=list(INPUTS), output_names=outputs,
-            dynamic_shapes=dynamic, dynamo=True, verbose=False,
+            dynamic_shapes=dynamic, dynamo=True, verbose=False, external_data=large,
         )  # fmt: skip
         check = _sample(model, (3, 24), seed=1)
         session = onnxruntime.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
@@ -88,10 +101,12 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
             worst = max(worst, float((diff[real] if per_token else diff).max()))
         if worst > tolerance:
             raise ValueError(f"{path}: ONNX logits differ from bertkit's by {worst:.2e} (> {tolerance}); not written")
+        for written in sorted(Path(folder).iterdir(), key=lambda p: p == tmp):  # weights first, the graph last
+            os.replace(written, target.parent / written.name)
     return worst
 
 
-def export(checkpoint: str, output: str, onnx: bool = True) -> None:
+def export(checkpoint: str, output: str, onnx: bool | None = None) -> None:
     """Export a checkpoint of ``bertkit fit`` for inference elsewhere: ``OUTPUT`` becomes a Hugging
     Face directory that the head's ``transformers`` class loads (``BertForTokenClassification`` …,
     with ``id2label``), plus ``model.onnx`` checked against bertkit with onnxruntime.
@@ -99,13 +114,18 @@ def export(checkpoint: str, output: str, onnx: bool = True) -> None:
     Args:
         checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
         output: the directory to write (files in it are replaced atomically).
-        onnx: also write ``model.onnx``.
+        onnx: also write ``model.onnx`` (needs ``pip install 'bertkit[onnx]'``); unset: when
+            the onnx extra is installed and the head has logits to export.
     """
-    from bertkit.checkpoints import check_checkpoint
-
-    check_checkpoint(checkpoint, None)
-    model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
+    model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
     print(f"wrote {output} ({model.save_pretrained(output)})")
+    if onnx is None:
+        if not model.head.onnx_outputs:
+            return
+        if find_spec("onnxruntime") is None or find_spec("onnxscript") is None:
+            print("no model.onnx: the onnx extra is not installed (pip install 'bertkit[onnx]'; --onnx false skips it)")
+            return
+        onnx = True
     if onnx:
         worst = export_onnx(model, Path(output) / "model.onnx")
         print(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")

@@ -299,7 +299,9 @@ class BertModule(pl.LightningModule):
         if architecture is None:
             head_state = {}
         extra = self.head.hf_config() if head_state else {}
-        save_encoder(self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix)
+        # transformers builds its token, span and masked-LM classes without a pooler: export none
+        skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
+        save_encoder(self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip)
         self.tokenizer.save(directory)
         return architecture or plain
 

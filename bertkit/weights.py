@@ -104,6 +104,7 @@ def save_encoder(
     architecture: str = "BertModel",
     extra_config: dict | None = None,
     prefix: str = "bert.",
+    skip: tuple[str, ...] = (),
 ) -> None:
     """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``.
 
@@ -115,6 +116,7 @@ def save_encoder(
         architecture: ``config.json``'s ``architectures`` entry.
         extra_config: more ``config.json`` entries (``id2label``, ``problem_type`` …).
         prefix: the encoder family's key prefix (``bert.``, ``electra.``).
+        skip: encoder key prefixes to leave out (``pooler.`` for classes built without one).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -122,7 +124,8 @@ def save_encoder(
     with atomic_path(directory / "config.json") as tmp:
         tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     prefix = prefix if head_state else ""
-    tensors = {prefix + k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+    state = {k: v for k, v in encoder.state_dict().items() if not k.startswith(skip)}
+    tensors = {prefix + k: v.detach().contiguous().cpu() for k, v in state.items()}
     tensors.update({k: v.detach().contiguous().cpu() for k, v in (head_state or {}).items()})
     with atomic_path(directory / "model.safetensors") as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})

@@ -115,3 +115,14 @@ def test_long_lines_are_windowed_and_rejoined_in_prediction(sample_run):
     out = predict_text(sample_run, text, "--data.max_length=24")
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["words"] == words.split() and len(record["tags"]) == 160
+
+
+def test_predict_in_parts_writes_what_one_pass_does(sample_run, tmp_path):
+    text = tmp_path / "news.txt"
+    text.write_text("".join(f"Maria Silva met {n} people in Oslo and Lisbon on day {n}.\n" for n in range(23)))
+    outputs = []
+    for size in ("0", "5"):  # one pass; five parts of at most 5 lines
+        out = predict_text(sample_run, text, f"--data.predict_chunk_size={size}")
+        outputs.append(out.read_text())
+        assert not out.with_name(out.name + ".partial").exists()
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 23

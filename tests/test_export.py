@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
 import transformers
+from safetensors import safe_open
 from bertkit_plugins.question_answering import QuestionAnsweringHead
 from bertkit_plugins.sequence_classification import SequenceClassificationHead
 from bertkit_plugins.token_tagging import TokenTaggingHead
@@ -88,9 +90,12 @@ def test_mean_pooling_exports_the_encoder_with_a_warning(tmp_path):
 def test_a_task_export_is_a_pretrained_encoder_for_another_recipe(tmp_path):
     model = tiny(TokenTaggingHead(entity_types=["PER"]))
     model.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as stored:  # as transformers saves the class: no pooler
+        assert not [k for k in stored.keys() if ".pooler." in k]
     again = BertModule(SequenceClassificationHead(labels=["a", "b"]), pretrained=str(tmp_path))
     for key, value in model.encoder.state_dict().items():
-        assert torch.equal(again.encoder.state_dict()[key], value), key
+        if not key.startswith("pooler."):  # a classifier starts its pooler fresh, as from transformers' export
+            assert torch.equal(again.encoder.state_dict()[key], value), key
 
 
 @pytest.mark.parametrize("name", ["token", "sequence", "qa"])
@@ -120,13 +125,29 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
     (best,) = [p for p in (sample_run / "runs/ner/checkpoints").glob("*.ckpt") if p.name != "last.ckpt"]
     assert main(["export", str(best), str(tmp_path / "out")]) == 0
     assert "onnxruntime vs bertkit" in capsys.readouterr().out
-    hf = transformers.BertForTokenClassification.from_pretrained(tmp_path / "out").eval()
-    tokenizer = transformers.BertTokenizerFast.from_pretrained(tmp_path / "out")
+    # MiniLM's 90 MB of weights: the folder is self-contained, so it still runs after a move
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")) == []
+    assert (tmp_path / "out/model.onnx").stat().st_size > 80_000_000
+    shutil.move(tmp_path / "out", tmp_path / "moved")
+    hf = transformers.BertForTokenClassification.from_pretrained(tmp_path / "moved").eval()
+    assert not [k for k in hf.state_dict() if "pooler" in k]  # the export has exactly the class's keys
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(tmp_path / "moved")
     inputs = tokenizer(TEXTS, padding=True, return_tensors="pt")
-    session = onnxruntime.InferenceSession(str(tmp_path / "out/model.onnx"))
+    session = onnxruntime.InferenceSession(str(tmp_path / "moved/model.onnx"))
     (onnx_logits,) = session.run(["logits"], {k: v.numpy() for k, v in inputs.items()})
     with torch.no_grad():
         logits = hf(**inputs).logits
     real = inputs["attention_mask"].bool()
     torch.testing.assert_close(torch.from_numpy(onnx_logits)[real], logits[real], atol=1e-4, rtol=1e-4)
     assert hf.config.id2label[1].startswith(("B-", "I-"))
+
+
+def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(sample_run, tmp_path, monkeypatch, capsys):
+    import bertkit.export
+
+    from bertkit.cli import main
+
+    monkeypatch.setattr(bertkit.export, "find_spec", lambda name: None if name == "onnxruntime" else object())
+    assert main(["export", str(sample_run / "runs/ner/checkpoints/last.ckpt"), str(tmp_path / "out")]) == 0
+    assert "pip install 'bertkit[onnx]'" in capsys.readouterr().out
+    assert (tmp_path / "out/model.safetensors").is_file() and not (tmp_path / "out/model.onnx").exists()

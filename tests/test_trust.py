@@ -169,3 +169,51 @@ def test_a_plugin_module_that_raises_is_one_line(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2 and "'boom'" in proc.stderr and "RuntimeError: kaboom" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_conll_columns_split_on_ascii_space_and_tab_only(tmp_path):
+    from bertkit_plugins.token_tagging.conll import read_conll
+
+    path = tmp_path / "eng.train"
+    path.write_text("New\u00a0York B-LOC\nis\tO\n  booming   O  \n\nParis B-LOC\n", encoding="utf-8")
+    sentences = read_conll(path)
+    assert [s.words for s in sentences] == [["New\u00a0York", "is", "booming"], ["Paris"]]
+    assert sentences[0].tags == ["B-LOC", "O", "O"]
+
+
+def _corpus(path: Path, documents: int) -> Path:
+    text = "\n\n".join(
+        "\n".join(f"Sentence {s} of document {d} is about the {d * s}th harbour of the north." for s in range(6))
+        for d in range(documents)
+    )
+    path.write_text(text + "\n")
+    return path
+
+
+def test_an_interrupted_prepare_is_never_read_as_complete(tmp_path):
+    from bertkit_plugins.pretraining.prepare import prepare
+    from bertkit_plugins.pretraining.shards import Shards
+
+    corpus = _corpus(tmp_path / "corpus.txt", 8)
+    out = tmp_path / "prepared"
+    prepare(str(corpus), str(out), max_seq_length=32, documents_per_shard=2, workers=1)
+    assert len(Shards(out / "train")) > 0
+    broken = tmp_path / "broken.txt"
+    broken.write_bytes(b"fine line\n\xff\xfe not UTF-8\n")
+    with pytest.raises(ValueError, match="not UTF-8"):  # fails part-way through the new preparation
+        prepare([str(corpus), str(broken)], str(out), max_seq_length=32, documents_per_shard=2, workers=1, overwrite=True)
+    with pytest.raises(FileNotFoundError, match="run `bertkit prepare`"):
+        Shards(out / "train")
+
+
+def test_shards_of_another_preparation_are_refused(tmp_path):
+    from bertkit_plugins.pretraining.prepare import prepare
+    from bertkit_plugins.pretraining.shards import MANIFEST, Shards
+
+    out = tmp_path / "prepared"
+    prepare(str(_corpus(tmp_path / "corpus.txt", 8)), str(out), max_seq_length=32, documents_per_shard=2, workers=1)
+    manifest = json.loads((out / "train" / MANIFEST).read_text())
+    manifest["shards"][0]["instances"] += 1
+    (out / "train" / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="the manifest says .*prepare` again"):
+        Shards(out / "train")[0]
