@@ -27,7 +27,7 @@ def prediction_records(pl_module: pl.LightningModule, datamodule: Any, batches: 
     early), in the order of the input; the head's ``format_predictions`` sees just those.
     """
     flat = [p for batch in batches for p in batch]
-    examples = datamodule.predict_examples()
+    examples = datamodule.examples["predict"]
     kept = sorted({p["example_index"] for p in flat})
     if len(kept) < len(examples):
         log.warning("predicted %d of %d examples (trainer.limit_predict_batches?)", len(kept), len(examples))
@@ -67,19 +67,20 @@ class PredictionWriter(BasePredictionWriter):
             return
         path = in_run_folder(trainer.default_root_dir, self.output_file, "predictions.jsonl")
         records = prediction_records(pl_module, trainer.datamodule, predictions)
-        part, parts = trainer.datamodule.predict_part, trainer.datamodule.predict_parts()
+        part = trainer.datamodule.predict_part
         if part is None:
             self._report(write_jsonl(path, records), path)
             return
+        index, last = part
         partial = Path(f"{path}.partial")
-        if part == parts[0]:
+        if index == 0:
             partial.parent.mkdir(parents=True, exist_ok=True)
             self._written = 0
-        with partial.open("w" if part == parts[0] else "a", encoding="utf-8") as out:
+        with partial.open("a" if index else "w", encoding="utf-8") as out:
             for record in records:
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 self._written += 1
-        if part == parts[-1]:
+        if last:
             os.replace(partial, path)
             self._report(self._written, path)
 

@@ -171,10 +171,10 @@ class BertkitCLI(LightningCLI):
         """``trainer.predict`` over the predict file part by part (``data.predict_chunk_size``
         examples each; ``PredictionWriter`` appends each part's records), the checkpoint loaded once."""
         datamodule.attach(model)
-        datamodule.setup("predict")
-        for i, part in enumerate(datamodule.predict_parts()):
-            datamodule.select_predict_part(part)
-            self.trainer.predict(model, datamodule=datamodule, ckpt_path=None if i else ckpt_path, return_predictions=False)
+        for index, _ in datamodule.predict_in_parts():
+            self.trainer.predict(
+                model, datamodule=datamodule, ckpt_path=None if index else ckpt_path, return_predictions=False
+            )
 
     @override
     def _run_subcommand(self, subcommand: str) -> None:

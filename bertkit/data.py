@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -21,7 +21,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from bertkit.choices import check
-from bertkit.heads import Batch, Feature
+from bertkit.heads import Batch, Feature, Head
+from bertkit.io import text_lines
 from bertkit.multitask import TaskData
 from bertkit.samplers import (
     EpochRandomSampler,
@@ -179,8 +180,8 @@ class BertDataModule(pl.LightningDataModule):
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
         self._attached: Any = None
-        self.predict_part: tuple[int, int] | None = None
-        """(start, end) of the predict examples the next pass reads; None: all of them."""
+        self.predict_part: tuple[int, bool] | None = None
+        """(index, whether it is the last) of the predict part now held; None: not predicting in parts."""
 
     def attach(self, model: Any) -> None:
         """Read and featurize with ``model``'s head and tokenizer outside a trainer call, e.g.
@@ -222,7 +223,13 @@ class BertDataModule(pl.LightningDataModule):
         head = self._module().head
         sample = (head if task is None else head.heads[task]).sample_files()
         if sample is None:
-            raise ValueError(f"no data: set {field}.data_dir or {DATA_ENV} (with {field}.dataset)")
+            wanted = [files[f"{split}_file"] for split in ("train", "validation", "test") if files[f"{split}_file"]]
+            where = f"{DATA_ENV}=ROOT (reads ROOT/{files['dataset']})" if files["dataset"] else f"{DATA_ENV} with {field}.dataset"
+            raise ValueError(
+                f"no data: set {field}.data_dir DIR (a folder holding {', '.join(wanted) or 'the split files'}) or "
+                f"{where}; {type(head if task is None else head.heads[task]).__name__} has no bundled sample for these "
+                "settings"
+            )
         dataset = files["dataset"]
         where = f"set {DATA_ENV}=ROOT (reads ROOT/{dataset})" if dataset else f"give {field}.dataset"
         log.warning(
@@ -338,34 +345,59 @@ class BertDataModule(pl.LightningDataModule):
         elif stage in ("test", "predict"):
             self._load("test" if stage == "test" else "predict")
 
-    def predict_parts(self) -> list[tuple[int, int]]:
-        """(start, end) of each ``predict_chunk_size`` run of the predict examples (read first)."""
-        count, size = len(self.examples["predict"]), self.hparams.predict_chunk_size or len(self.examples["predict"])
-        return [(start, min(start + size, count)) for start in range(0, count, max(1, size))]
+    def predict_in_parts(self) -> Iterator[tuple[int, bool]]:
+        """Hold the predict examples one part of ``predict_chunk_size`` at a time (yields the
+        part's index and whether it is the last); features are built for the part held. A plain
+        text file is read part by part too (``Head.read_text_lines``), so memory does not grow with
+        it; other files are read whole, then split.
 
-    def select_predict_part(self, part: tuple[int, int] | None) -> None:
-        """Make the next predict pass read ``part`` of the examples (None: all); its features are
-        built then, and the previous part's are dropped."""
-        self.predict_part = part
-        self.features.pop("predict", None)
+        Raises:
+            ValueError, FileNotFoundError: as reading the predict file does.
+        """
+        parts = self._predict_parts()
+        part, index = next(parts, None), 0
+        if part is None:
+            raise ValueError(f"data.predict_file: no examples in {self.hparams.predict_file}")
+        for following in _ahead(parts):
+            self.examples["predict"], self.predict_part = part, (index, following is None)
+            self.features.pop("predict", None)
+            yield index, following is None
+            if following is None:
+                break
+            part, index = following, index + 1
+        self.predict_part = None
 
-    def predict_examples(self) -> list[Any]:
-        """The examples of the current predict pass (``predict_part``)."""
-        examples = self.examples["predict"]
-        return examples if self.predict_part is None else examples[slice(*self.predict_part)]
+    def _predict_parts(self) -> Iterator[list[Any]]:
+        hp, head = self.hparams, self._module().head
+        size = hp.predict_chunk_size
+        streamable = (
+            not hp.tasks and hp.predict_file is not None and type(head).read_text is Head.read_text and size > 0
+        )
+        path = self._path("predict", hp.predict_file) if streamable else None
+        fmt = hp.predict_format
+        if path is None or not (fmt == "text" or (fmt == "auto" and path.suffix == ".txt")):
+            examples = self._read("predict")
+            yield from (examples[i : i + (size or len(examples))] for i in range(0, len(examples), size or len(examples)))
+            return
+        lines: list[tuple[int, str]] = []
+        for number, line in text_lines(path):
+            lines.append((number, line))
+            if len(lines) == size:
+                yield from filter(None, [head.read_text_lines(path, lines)])  # a part of blank lines has none
+                lines = []
+        yield from filter(None, [head.read_text_lines(path, lines)] if lines else [])
 
     def forget(self, split: str) -> None:
         """Drop a split's examples and features, so the next ``setup`` reads its file again."""
         self.examples.pop(split, None)
         self.features.pop(split, None)
-        if split == "predict":
-            self.predict_part = None
 
     def _features(self, split: str) -> list[Feature]:
         if split not in self.features:
             module = self._module()
-            examples = self.predict_examples() if split == "predict" else self.examples[split]
-            self.features[split] = module.head.featurize(examples, module.tokenizer, self.hparams.max_length)
+            self.features[split] = module.head.featurize(
+                self.examples[split], module.tokenizer, self.hparams.max_length
+            )
             log.info("%s: %d features", split, len(self.features[split]))
         return self.features[split]
 
@@ -435,3 +467,9 @@ class BertDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self._loader("predict", train=False)
+
+
+def _ahead(items: Iterator[Any]) -> Iterator[Any]:
+    """The items of ``items``, then None: each step sees the item after the current one."""
+    yield from items
+    yield None

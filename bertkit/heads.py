@@ -1,6 +1,6 @@
 """``Head``: the base class of task heads and pre-training objectives.
 
-A head owns everything task-specific (DESIGN.md): reading its data format, turning examples into
+A head owns everything task-specific: reading its data format, turning examples into
 features, its ``nn.Module`` on top of the encoder, its loss, its torchmetrics metrics, and
 post-processing predictions back to words, characters or labels. Subclasses take plain,
 type-hinted ``__init__`` arguments (LightningCLI reads them) and call ``save_hyperparameters()``
@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,6 +27,7 @@ from torch import nn
 from torchmetrics import MetricCollection
 
 from bertkit.config import BertConfig
+from bertkit.io import text_lines
 from bertkit.model import EncoderOutput
 from bertkit.plugins import registered
 from bertkit.tokenizer import BertTokenizer
@@ -144,7 +145,19 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         """
 
     def read_text(self, path: Path) -> list[Any]:
-        """Read a plain text file for prediction (one example per line)."""
+        """Read a plain text file for prediction: ``read_text_lines`` of all its lines. A head
+        that overrides this instead of ``read_text_lines`` is read whole by ``bertkit predict``."""
+        return self.read_text_lines(path, text_lines(path))
+
+    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Any]:
+        """Examples from some ``(line number, line)`` pairs of the plain text file ``path`` (one
+        example per non-blank line; sources name ``path:number``). ``bertkit predict`` reads a
+        text file through this a part at a time, so memory does not grow with the file.
+
+        Raises:
+            ValueError: a line the head cannot read (names file and line); by default, any: the
+                head reads no plain text.
+        """
         raise ValueError(f"{path}: {type(self).__name__} does not read plain text files")
 
     @abstractmethod

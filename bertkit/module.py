@@ -258,7 +258,14 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_fit_start(self) -> None:
-        """Say when training on a GPU cannot use FlashAttention (attention dropout is on)."""
+        """Say when training on a GPU cannot use FlashAttention (attention dropout is on), and
+        when mixed precision runs on a CPU (``recipes/gpu.yaml`` without a GPU)."""
+        precision = str(self.trainer.precision)
+        if self.device.type == "cpu" and precision != "32-true" and "mixed" in precision:
+            rank_zero_warn(
+                f"trainer.precision {precision} on a CPU: autocast runs on the CPU, which is no faster here than "
+                "32-true and takes more memory (recipes/gpu.yaml is meant for a CUDA GPU)"
+            )
         dropout = self.encoder.config.attention_probs_dropout_prob
         if self.device.type == "cuda" and self.hparams.unpad and dropout > 0:
             rank_zero_warn(

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from bertkit import BertConfig, BertTokenizer
 from bertkit.data import BertDataModule, pad_batch
+from bertkit.io import text_lines
 from bertkit.tokenizer import truncate_pair
 from tests.conftest import DATA, need
 
@@ -72,8 +73,8 @@ def test_plain_text_pairs_need_a_tab(tmp_path):
     path = tmp_path / "pairs.txt"
     path.write_text("a dog\ta cat\n\nno tab\n")
     with pytest.raises(ValueError, match=rf"{path}:3: expected two texts separated by a tab"):
-        read_lines(path, pairs=True)
-    assert [e.text for e in read_lines(path, pairs=False)] == ["a dog\ta cat", "no tab"]
+        read_lines(path, text_lines(path), pairs=True)
+    assert [e.text for e in read_lines(path, text_lines(path), pairs=False)] == ["a dog\ta cat", "no tab"]
 
 
 def google_truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:

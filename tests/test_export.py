@@ -9,10 +9,10 @@ import shutil
 import pytest
 import torch
 import transformers
-from safetensors import safe_open
 from bertkit_plugins.question_answering import QuestionAnsweringHead
 from bertkit_plugins.sequence_classification import SequenceClassificationHead
 from bertkit_plugins.token_tagging import TokenTaggingHead
+from safetensors import safe_open
 
 from bertkit import BertModule
 
@@ -144,7 +144,6 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
 
 def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(sample_run, tmp_path, monkeypatch, capsys):
     import bertkit.export
-
     from bertkit.cli import main
 
     monkeypatch.setattr(bertkit.export, "find_spec", lambda name: None if name == "onnxruntime" else object())

@@ -12,8 +12,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from bertkit_plugins.token_tagging import TokenTaggingHead
-from pytorch_lightning.plugins import MixedPrecision
 from bertkit_plugins.token_tagging.conll import Sentence
+from pytorch_lightning.plugins import MixedPrecision
 
 from bertkit import BertModule, compose
 from bertkit.data import pad_batch

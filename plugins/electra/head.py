@@ -18,6 +18,7 @@ Data: the corpora, prepared shards and masking of ``MaskedLMHead`` (``CorpusHead
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, by_example
-from bertkit.io import text_lines
 from bertkit.model import ACTIVATIONS, EncoderOutput
 
 
@@ -207,9 +207,9 @@ class ReplacedTokenDetectionHead(CorpusHead):
 
     # ----- predictions: which tokens of a text look replaced -----
 
-    def read_text(self, path: Path) -> list[MaskedText]:
+    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[MaskedText]:
         """Texts to check, one per line (blank lines skipped)."""
-        return [MaskedText(line, f"{path}:{number}") for number, line in text_lines(path) if line.strip()]
+        return [MaskedText(line, f"{path}:{number}") for number, line in lines if line.strip()]
 
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
         probabilities = outputs["rtd_logits"].float().sigmoid()  # (B, T)

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,19 +38,13 @@ from torchmetrics import MeanMetric
 
 from bertkit.choices import check
 from bertkit.config import BertConfig
-from bertkit.heads import Batch, Feature, Head, by_example, import_class
-from bertkit.io import text_lines
+from bertkit.heads import Batch, Feature, Head, by_example
 from bertkit.model import ACTIVATIONS, EncoderOutput
+from bertkit.samples import cache_dir
 from bertkit.tokenizer import BertTokenizer
 
-CACHE_ENV = "BERTKIT_CACHE"
 SentencePairTask = Literal["nsp", "sop"]
 log = logging.getLogger(__name__)
-
-
-def cache_dir() -> Path:
-    """``$BERTKIT_CACHE``, else ``~/.cache/bertkit``."""
-    return Path(os.environ.get(CACHE_ENV, "~/.cache/bertkit")).expanduser()
 
 
 @dataclass
@@ -353,14 +348,14 @@ class MaskedLMHead(CorpusHead):
 
     # ----- predictions -----
 
-    def read_text(self, path: Path) -> list[MaskedText]:
+    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[MaskedText]:
         """Texts to fill in, one per line, each with at least one ``[MASK]``.
 
         Raises:
             ValueError: a line without ``[MASK]`` (names the file and line).
         """
         examples = []
-        for number, line in text_lines(path):
+        for number, line in lines:
             if not line.strip():
                 continue
             if "[MASK]" not in line:

@@ -22,12 +22,14 @@ import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
 from bertkit_plugins.question_answering.postprocess import answer, window_candidates
 from bertkit_plugins.question_answering.readers import NOT_FOUND, RELOCATED, QAExample, read_qa
+from bertkit_plugins.question_answering.sample import squad
 from bertkit_plugins.question_answering.windows import doc_spans
 from torch import nn
 
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head, by_example
 from bertkit.model import EncoderOutput
+from bertkit.samples import sample_files
 from bertkit.tokenizer import BertTokenizer, Encoded
 from bertkit.windows import max_context_window
 
@@ -55,7 +57,7 @@ class QuestionAnsweringHead(Head):
             pads every window to ``max_seq_length``) do; off by default: padding is masked out,
             so a window's loss does not depend on how much its batch pads it. Padding can never
             be predicted either way. It makes the encoder run padded (``Head.reads_padding``), so
-            the padding logits are the reference's; for reproducing it (an ablation, issue 12).
+            the padding logits are the reference's; for reproducing it (an ablation).
     """
 
     def __init__(
@@ -113,6 +115,13 @@ class QuestionAnsweringHead(Head):
         )
 
     # ----- data -----
+    def sample_files(self) -> dict[str, Path]:
+        """A generated SQuAD-format sample: short biographies and questions about them, with
+        unanswerable ones for SQuAD v2.0 (``bertkit_plugins.question_answering.sample``)."""
+        version_2 = bool(self.hparams.version_2_with_negative)
+        files = sample_files(f"squad-{'v2' if version_2 else 'v1'}", squad(version_2))
+        return {**files, "test": files["validation"]}
+
     def read(self, path: Path, labelled: bool = True) -> list[QAExample]:
         """Read SQuAD JSON (or ``.jsonl``); report answers not found at ``answer_start``.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,12 +25,14 @@ from bertkit_plugins.sequence_classification.readers import (
     read_lines,
     read_table,
 )
+from bertkit_plugins.sequence_classification.sample import tables
 from torch import nn
 
 from bertkit.choices import check
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head
 from bertkit.model import EncoderOutput
+from bertkit.samples import sample_files
 from bertkit.tokenizer import BertTokenizer
 
 ProblemType = Literal["single_label", "multi_label", "regression"]
@@ -246,8 +249,19 @@ class SequenceClassificationHead(Head):
                 e.label = self._parse_label(e.label, e.source)
         return examples
 
-    def read_text(self, path: Path) -> list[Example]:
-        return read_lines(path, pairs=self.pair_column is not None)
+    def sample_files(self) -> dict[str, Path] | None:
+        """A generated sentiment (single texts) or paraphrase (pairs) sample with this head's
+        column names, labels 0/1 (``bertkit_plugins.sequence_classification.sample``); none for
+        regression, multi-label or columns given by index."""
+        hp = self.hparams
+        named = isinstance(hp.text_column, str) and isinstance(hp.label_column, str)
+        if hp.problem_type != "single_label" or not named or not hp.header or isinstance(self.pair_column, int):
+            return None
+        kind = "paraphrase" if self.pair_column else "sentiment"
+        return sample_files(f"classification-{kind}", tables(hp.text_column, self.pair_column, hp.label_column))
+
+    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Example]:
+        return read_lines(path, lines, pairs=self.pair_column is not None)
 
     def _label_target(self, example: Example) -> Any:
         hp = self.hparams

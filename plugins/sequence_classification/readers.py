@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -160,14 +161,15 @@ def read_jsonl(path: Path, text_field: str, text_pair_field: str | None, label_f
     return examples
 
 
-def read_lines(path: Path, pairs: bool) -> list[Example]:
-    """Plain text for prediction: one example per non-blank line; for pairs, a tab separates them.
+def read_lines(path: Path, lines: Iterable[tuple[int, str]], pairs: bool) -> list[Example]:
+    """Plain text for prediction: one example per non-blank line of ``lines`` (``(number, line)``
+    of ``path``); for pairs, a tab separates them.
 
     Raises:
         ValueError: a pair task's line without a tab (names file and line).
     """
     examples = []
-    for number, line in text_lines(path):
+    for number, line in lines:
         if not line.strip():
             continue
         if pairs:

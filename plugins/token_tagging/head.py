@@ -7,6 +7,7 @@ sentences become overlapping word-aligned windows; predictions are re-joined at 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ from torch import nn
 from bertkit.choices import check
 from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, Head, by_example
-from bertkit.io import text_lines
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
 
@@ -92,11 +92,11 @@ class TokenTaggingHead(Head):
         self._check_types(sentences)
         return sentences
 
-    def read_text(self, path: Path) -> list[Sentence]:
+    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Sentence]:
         """One sentence per non-blank line, split with BERT's pre-tokenizer; offsets into the line."""
         split = pre_tokenizers.BertPreTokenizer()
         sentences = []
-        for number, line in text_lines(path):
+        for number, line in lines:
             pieces = split.pre_tokenize_str(line)
             if pieces:
                 words = [w for w, _ in pieces]

@@ -1,0 +1,53 @@
+"""Every recipe runs on a fresh clone: with no data configured each head uses its sample
+(bundled for NER, generated on first use for the others), and a recipe whose head has none
+names the files it expects and both ways to give them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT, run_bertkit
+
+TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
+QUICK = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=2", "--trainer.enable_progress_bar=false"]
+SCORES = {
+    "sst2": "val/accuracy", "mrpc": "val/f1", "rte": "val/accuracy", "squad": "val/f1", "squad_v2": "val/f1",
+    "multitask": "val/ner/f1",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("recipe", list(SCORES))
+def test_recipe_fits_on_its_sample(recipe, tmp_path):
+    env = {"BERTKIT_CACHE": str(tmp_path / "cache")}
+    proc = run_bertkit("fit", "--config", str(ROOT / "recipes" / f"{recipe}.yaml"), *TINY, *QUICK, cwd=tmp_path, env=env)
+    assert "sample" in proc.stderr and "last checkpoint at step 3" in proc.stdout
+    metrics = next((tmp_path / "runs").glob("*/logs/version_0/metrics.csv")).read_text().splitlines()[0]
+    assert SCORES[recipe] in metrics.split(",")
+    assert list((tmp_path / "cache" / "samples").iterdir())
+
+
+def test_sample_files_match_the_recipe_columns(tmp_path, monkeypatch):
+    from bertkit_plugins.question_answering import QuestionAnsweringHead
+    from bertkit_plugins.sequence_classification import SequenceClassificationHead
+
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path))
+    mrpc = SequenceClassificationHead(text_column="#1 String", text_pair_column="#2 String", label_column="Quality")
+    examples = mrpc.read(mrpc.sample_files()["train"])
+    assert len(examples) == 400 and all(e.text_pair and e.label in ("0", "1") for e in examples)
+    assert {e.label for e in examples} == {"0", "1"}
+    v2 = QuestionAnsweringHead(version_2_with_negative=True)
+    questions = v2.read(v2.sample_files()["train"])
+    assert any(q.is_impossible for q in questions) and all(q.is_impossible or q.answers for q in questions)
+    assert json.loads(v2.sample_files()["test"].read_text())["version"] == "v2.0"
+    assert SequenceClassificationHead(problem_type="regression").sample_files() is None
+
+
+def test_no_sample_names_the_expected_files(tmp_path):
+    proc = run_bertkit(
+        "fit", "--config", str(ROOT / "recipes/sst2.yaml"), *TINY, "--model.head.init_args.problem_type=regression",
+        cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "train.tsv, dev.tsv, test.tsv" in proc.stderr and "BERTKIT_DATA_DIR=ROOT" in proc.stderr
