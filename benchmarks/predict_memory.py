@@ -62,6 +62,9 @@ def peak_rss_mb(args: list[str], cwd: Path) -> tuple[float, float]:
 
 
 def main() -> None:
+    commit = subprocess.run(  # the code measured: taken before the run
+        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     env_data = os.environ.pop("BERTKIT_DATA_DIR", None)  # the bundled sample trains the model
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -90,9 +93,7 @@ def main() -> None:
     result = {
         "benchmark": "bertkit predict: peak memory against input size, in parts and in one pass",
         "command": "python benchmarks/predict_memory.py",
-        "commit": subprocess.run(
-            ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
+        "commit": commit,
         "date": time.strftime("%Y-%m-%d"),
         "machine": {"cpu_threads": os.cpu_count(), "gpu": None, "python": platform.python_version()},
         "runs": runs,
