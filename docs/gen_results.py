@@ -96,10 +96,11 @@ def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def run_table(path: Path) -> list[str]:
     data = json.loads(path.read_text())
+    command = f"`{data['command']}` · " if data.get("command") else ""
     lines = [
         f"### {path.stem}",
         "",
-        f"`benchmarks/results/{path.name}` · machine: {machine(data)} · recorded {recorded(path, data)}",
+        f"{command}`benchmarks/results/{path.name}` · machine: {machine(data)} · recorded {recorded(path, data)}",
         "",
     ]
     settings = data.get("settings") or {}
@@ -113,10 +114,18 @@ def run_table(path: Path) -> list[str]:
             lines.append(f"| {key} | {number(value)} | {number(theirs.get(key, '—'))} |")
         lines.append("")
     else:
-        rest = {k: v for k, v in leaves(data).items() if not k.startswith(("machine.", "settings."))}
+        skip = ("machine.", "settings.", "command", "commit", "date")
+        rest = {k: v for k, v in leaves(data).items() if not k.startswith(skip)}
         lines += ["| measure | value |", "|---|---|"]
         lines += [f"| {k} | {number(v)} |" for k, v in list(rest.items())[:40]]
         lines.append("")
+    for key, rows in data.items():  # lists of flat records (one per run) as tables
+        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+            columns = [c for c in rows[0] if all(not isinstance(r.get(c), (dict, list)) for r in rows)]
+            if columns:
+                lines += [f"{key}:", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+                lines += ["| " + " | ".join(number(r.get(c, "")) for c in columns) + " |" for r in rows]
+                lines.append("")
     return lines
 
 
