@@ -37,7 +37,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             torch.save(checkpoint, tmp)
 
     @override
-    def load_checkpoint(self, path: Any, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
+    def load_checkpoint(
+        self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
+    ) -> dict[str, Any]:
         """Every checkpoint the trainer reads (resume, ``--ckpt_path best|last``) goes through
         ``load_checkpoint``: ``weights_only=True`` whatever torch's default."""
         if "://" in str(path):
@@ -141,7 +143,9 @@ def load_checkpoint(path: str | Path, mmap: bool = False, map_location: Any = "c
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: checkpoint file not found" + (" (it is a directory)" if path.is_dir() else ""))
+        raise FileNotFoundError(
+            f"{path}: checkpoint file not found" + (" (it is a directory)" if path.is_dir() else "")
+        )
     try:
         state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
@@ -182,9 +186,7 @@ def check_checkpoint(path: str | Path, head: str | None) -> dict[str, Any]:
     if head:
         wanted = heads[head] if head in heads else import_class(head, Head)
         if full_name(trained) != full_name(wanted):
-            raise ValueError(
-                f"{path}: trained with {full_name(trained)}, but the recipe's head is {full_name(wanted)}"
-            )
+            raise ValueError(f"{path}: trained with {full_name(trained)}, but the recipe's head is {full_name(wanted)}")
     return state
 
 

@@ -41,7 +41,6 @@ from bertkit.guide import (
     LIGHTNING_COMMANDS,
     check_head,
     config_files,
-    option_value,
     overview,
     read_recipe,
     require_recipe,
@@ -108,14 +107,16 @@ class BertkitCLI(LightningCLI):
     @override
     def _parse_ckpt_path(self) -> None:
         """LightningCLI takes a ``--ckpt_path`` file's hyper-parameters as the model's settings:
-        check first that the head it names is one bertkit knows, so that parsing them imports
-        nothing a checkpoint names (``check_checkpoint``). ``fit`` keeps the recipe's settings and
-        compares them with the checkpoint's instead (``before_fit``)."""
+        check first (``check_checkpoint``) that it is a readable checkpoint of the recipe's head,
+        so that parsing them imports nothing a checkpoint names and never swaps the head. ``fit``
+        keeps the recipe's settings and compares them with the checkpoint's (``before_fit``);
+        ``best``/``last`` are checked once resolved (``_resolve_ckpt_path``)."""
         subcommand = self.config.get("subcommand")
         path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if subcommand == "fit" or not path or not Path(path).is_file():
+        if subcommand == "fit" or path in (None, "best", "last", "hpc", "registry"):
             return
-        check_checkpoint(path, None)
+        head = self.config[subcommand].get("model", {}).get("head")
+        check_checkpoint(path, getattr(head, "class_path", None))
         super()._parse_ckpt_path()
 
     def _resolve_ckpt_path(self, required: bool = True) -> None:
@@ -145,6 +146,8 @@ class BertkitCLI(LightningCLI):
                     "(run `bertkit fit` with this recipe first)"
                 )
             config["ckpt_path"] = str(path)
+        elif self.subcommand != "fit":
+            return  # a file given for validate/test/predict: checked in _parse_ckpt_path
         if config["ckpt_path"] not in ("best", "last", "hpc", "registry"):
             stored = check_checkpoint(config["ckpt_path"], self.model.head.spec()["class_path"])
             if self.subcommand == "fit":
@@ -182,10 +185,10 @@ class BertkitCLI(LightningCLI):
             super()._run_subcommand(subcommand)
         except SIGTERMException:
             raise Interrupted(143, "SIGTERM", self.trainer, self.recipe_args) from None
-        except SystemExit as err:  # Lightning ends a run stopped by Ctrl-C with sys.exit(1)
+        except SystemExit:  # Lightning ends a run stopped by Ctrl-C with sys.exit(1)
             if self.trainer.interrupted:
                 raise Interrupted(130, "Ctrl-C", self.trainer, self.recipe_args) from None
-            raise err
+            raise
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
@@ -201,7 +204,9 @@ class Interrupted(Exception):
         lines = [f"bertkit: stopped by {what} at step {trainer.global_step}"]
         if last is not None and trainer.state.fn == "fit":
             step = load_checkpoint(last, mmap=True).get("global_step")
-            kept = [a for i, a in enumerate(args) if not a.startswith("--ckpt_path") and args[i - 1 : i] != ["--ckpt_path"]]
+            kept = [
+                a for i, a in enumerate(args) if not a.startswith("--ckpt_path") and args[i - 1 : i] != ["--ckpt_path"]
+            ]
             resume = " ".join(shlex.quote(a) for a in kept)
             lines.append(f"  last checkpoint (step {step}): {last}")
             lines.append(f"  resume: bertkit {resume} --ckpt_path last")
@@ -270,10 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         if args[0] in LIGHTNING_COMMANDS:
             require_recipe(args[0], args[1:])
         load_modules(recipe_plugins(args))
-        head = check_head(args, registered("register_heads"))
-        ckpt = option_value(args, "--ckpt_path")
-        if ckpt not in (None, "best", "last", "null"):
-            check_checkpoint(ckpt, head)  # before LightningCLI reads its hyper-parameters
+        check_head(args, registered("register_heads"))
         quiet()
         BertkitCLI(args=argv, recipe_args=args, **cli_kwargs())
     except Interrupted as stop:

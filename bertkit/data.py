@@ -118,10 +118,10 @@ class BertDataModule(pl.LightningDataModule):
             ``data_dir``/``dataset`` and split files (``bertkit.multitask.TaskData``), read by
             that task's head; the top-level files are then unused. Each batch holds one task's
             features; ``validation_split`` and ``max_tokens`` are not available with tasks.
-        predict_chunk_size: examples per ``bertkit predict`` pass: the CLI reads the whole file,
-            then builds features, predicts and writes records this many examples at a time, so
-            memory does not grow with the file and an interrupted run keeps what it wrote
-            (``PredictionWriter``); 0 = the whole file in one pass.
+        predict_chunk_size: examples per ``bertkit predict`` pass: features are built, predicted
+            and written this many examples at a time (a plain text file is also read that many
+            lines at a time), so memory does not grow with the file and an interrupted run keeps
+            what it wrote (``PredictionWriter``); 0 = the whole file in one pass.
         task_temperature: how training batches mix the tasks: task t's share is proportional
             to n_t ** (1 / T), n_t its training features. 1 = proportional (every batch once per
             epoch), larger favours small tasks, ``.inf`` = uniform (Arivazhagan et al. 2019;
@@ -224,7 +224,11 @@ class BertDataModule(pl.LightningDataModule):
         sample = (head if task is None else head.heads[task]).sample_files()
         if sample is None:
             wanted = [files[f"{split}_file"] for split in ("train", "validation", "test") if files[f"{split}_file"]]
-            where = f"{DATA_ENV}=ROOT (reads ROOT/{files['dataset']})" if files["dataset"] else f"{DATA_ENV} with {field}.dataset"
+            where = (
+                f"{DATA_ENV}=ROOT (reads ROOT/{files['dataset']})"
+                if files["dataset"]
+                else f"{DATA_ENV} with {field}.dataset"
+            )
             raise ValueError(
                 f"no data: set {field}.data_dir DIR (a folder holding {', '.join(wanted) or 'the split files'}) or "
                 f"{where}; {type(head if task is None else head.heads[task]).__name__} has no bundled sample for these "
@@ -377,7 +381,8 @@ class BertDataModule(pl.LightningDataModule):
         fmt = hp.predict_format
         if path is None or not (fmt == "text" or (fmt == "auto" and path.suffix == ".txt")):
             examples = self._read("predict")
-            yield from (examples[i : i + (size or len(examples))] for i in range(0, len(examples), size or len(examples)))
+            step = size or len(examples)
+            yield from (examples[i : i + step] for i in range(0, len(examples), step))
             return
         lines: list[tuple[int, str]] = []
         for number, line in text_lines(path):

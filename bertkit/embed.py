@@ -123,14 +123,20 @@ def embed(
                 continue
             for source, text, words, vector in zip(part_sources, texts, tokens, vectors):
                 record = {"source": source, "text": text}
-                record |= {"tokens": words, "features": vector.tolist()} if pooling == "tokens" else {"features": vector.tolist()}
+                record |= (
+                    {"tokens": words, "features": vector.tolist()}
+                    if pooling == "tokens"
+                    else {"features": vector.tolist()}
+                )
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
             out.flush()
     if not count:
         partial.unlink(missing_ok=True)
         raise ValueError(f"{input}: no text to embed (the file is empty or blank)")
     if truncated:
-        log.warning("%d of %d lines of %s were longer than %d tokens and truncated", truncated, count, input, max_length)
+        log.warning(
+            "%d of %d lines of %s were longer than %d tokens and truncated", truncated, count, input, max_length
+        )
     if target.suffix == ".safetensors":
         settings = {"features": features, "pooling": pooling, "sources": "\n".join(sources)}
         with atomic_path(target) as tmp:

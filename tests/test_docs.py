@@ -15,7 +15,11 @@ def test_site_builds_strictly(tmp_path):
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     mkdocs = Path(sys.executable).with_name("mkdocs")
     proc = subprocess.run(
-        [str(mkdocs), "build", "--strict", "-d", str(tmp_path / "site")], cwd=ROOT, env=env, capture_output=True, text=True
+        [str(mkdocs), "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     api = (tmp_path / "site/api/index.html").read_text()

@@ -142,7 +142,9 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
     assert hf.config.id2label[1].startswith(("B-", "I-"))
 
 
-def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(sample_run, tmp_path, monkeypatch, capsys):
+def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(
+    sample_run, tmp_path, monkeypatch, capsys
+):
     import bertkit.export
     from bertkit.cli import main
 

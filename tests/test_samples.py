@@ -11,7 +11,12 @@ import pytest
 from tests.conftest import ROOT, run_bertkit
 
 TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
-QUICK = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=2", "--trainer.enable_progress_bar=false"]
+QUICK = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=3",
+    "--trainer.limit_val_batches=2",
+    "--trainer.enable_progress_bar=false",
+]
 SCORES = {
     "sst2": "val/accuracy", "mrpc": "val/f1", "rte": "val/accuracy", "squad": "val/f1", "squad_v2": "val/f1",
     "multitask": "val/ner/f1",
@@ -21,7 +26,9 @@ SCORES = {
 @pytest.mark.parametrize("recipe", list(SCORES))
 def test_recipe_fits_on_its_sample(recipe, tmp_path):
     env = {"BERTKIT_CACHE": str(tmp_path / "cache")}
-    proc = run_bertkit("fit", "--config", str(ROOT / "recipes" / f"{recipe}.yaml"), *TINY, *QUICK, cwd=tmp_path, env=env)
+    proc = run_bertkit(
+        "fit", "--config", str(ROOT / "recipes" / f"{recipe}.yaml"), *TINY, *QUICK, cwd=tmp_path, env=env
+    )
     assert "sample" in proc.stderr and "last checkpoint at step 3" in proc.stdout
     metrics = next((tmp_path / "runs").glob("*/logs/version_0/metrics.csv")).read_text().splitlines()[0]
     assert SCORES[recipe] in metrics.split(",")

@@ -77,7 +77,10 @@ def test_a_checkpoint_cannot_make_bertkit_import_a_file_beside_it(sample_run, tm
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ValueError, match="bk_utils.TokenTaggingHead' is not a registered"):
         BertModule.load_from_checkpoint(path, weights_only=True)
-    for command in (["export", str(path), "out", "--onnx", "false"], ["test", "--config", str(RECIPE), f"--ckpt_path={path}"]):
+    for command in (
+        ["export", str(path), "out", "--onnx", "false"],
+        ["test", "--config", str(RECIPE), f"--ckpt_path={path}"],
+    ):
         proc = run_bertkit(*command, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, check=False)
         assert proc.returncode == 2 and "does not import code" in proc.stderr, proc.stderr[-2000:]
     assert "bk_utils" not in sys.modules and not (tmp_path / "MARKER").exists()
@@ -201,7 +204,9 @@ def test_an_interrupted_prepare_is_never_read_as_complete(tmp_path):
     broken = tmp_path / "broken.txt"
     broken.write_bytes(b"fine line\n\xff\xfe not UTF-8\n")
     with pytest.raises(ValueError, match="not UTF-8"):  # fails part-way through the new preparation
-        prepare([str(corpus), str(broken)], str(out), max_seq_length=32, documents_per_shard=2, workers=1, overwrite=True)
+        prepare(
+            [str(corpus), str(broken)], str(out), max_seq_length=32, documents_per_shard=2, workers=1, overwrite=True
+        )
     with pytest.raises(FileNotFoundError, match="run `bertkit prepare`"):
         Shards(out / "train")
 
@@ -217,3 +222,12 @@ def test_shards_of_another_preparation_are_refused(tmp_path):
     (out / "train" / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="the manifest says .*prepare` again"):
         Shards(out / "train")[0]
+
+
+def test_a_stored_masking_strategy_is_rebuilt_only_from_known_classes():
+    from bertkit_plugins.pretraining import PreTrainingHead
+
+    stored = PreTrainingHead(masking={"class_path": "WholeWordMasking", "init_args": {}}).spec()["init_args"]
+    assert type(PreTrainingHead(**stored).masking).__name__ == "WholeWordMasking"
+    with pytest.raises(ValueError, match="'bk_utils.Masking' is not a registered MaskingStrategy"):
+        PreTrainingHead(masking={"class_path": "bk_utils.Masking"})

@@ -38,8 +38,9 @@ from torchmetrics import MeanMetric
 
 from bertkit.choices import check
 from bertkit.config import BertConfig
-from bertkit.heads import Batch, Feature, Head, by_example
+from bertkit.heads import Batch, Feature, Head, by_example, stored_class
 from bertkit.model import ACTIVATIONS, EncoderOutput
+from bertkit.plugins import registered
 from bertkit.samples import cache_dir
 from bertkit.tokenizer import BertTokenizer
 

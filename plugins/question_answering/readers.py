@@ -158,7 +158,9 @@ def _fields(value: Any, where: str, known: tuple[str, ...], required: dict[str, 
             continue
         close = difflib.get_close_matches(key.lower(), known, n=1, cutoff=0.75)
         if close:
-            raise ValueError(f"{where}: unknown key {key!r} (did you mean {close[0]!r}?); the object has {sorted(value)}")
+            raise ValueError(
+                f"{where}: unknown key {key!r} (did you mean {close[0]!r}?); the object has {sorted(value)}"
+            )
     for key, kind in required.items():
         if not isinstance(value.get(key), kind):
             raise ValueError(f"{where}: no {key!r} {kind.__name__}; the object has {sorted(value)}")
