@@ -75,6 +75,12 @@ class LastStateCheckpoint(LightningModelCheckpoint):
             return
         self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
+    @override
+    def _save_topk_checkpoint(self, trainer: pl.Trainer, monitor_candidates: dict[str, Any]) -> None:
+        if self.monitor is not None and self.monitor not in monitor_candidates and not sum(trainer.num_val_batches):
+            return  # no validation ran: nothing to rank (the fit summary says so), last.ckpt is kept
+        super()._save_topk_checkpoint(trainer, monitor_candidates)
+
     @property
     @override
     def state_key(self) -> str:

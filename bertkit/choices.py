@@ -4,7 +4,13 @@ which no parser checks) the same one-line error."""
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, Literal, get_args
+
+Features = Literal["last", "second_to_last", "sum_last_four", "concat_last_four"]
+"""Which hidden states make a token's features (BERT, Devlin et al. 2019, §5.3 and Table 7)."""
+
+Pooling = Literal["mean", "cls", "tokens"]
+"""Per line: the mean over its tokens, the [CLS] vector, or every token's vector."""
 
 
 def check(field: str, value: Any, kind: Any) -> None:

@@ -11,44 +11,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
-import torch
-from jsonargparse import CLI, ArgumentError
-from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from lightning_fabric.utilities.exceptions import MisconfigurationException
-from pytorch_lightning import Trainer
-from pytorch_lightning.cli import LightningCLI
-from pytorch_lightning.utilities.exceptions import SIGTERMException
-from typing_extensions import override
-
-from bertkit.checkpoints import (
-    AtomicCheckpointIO,
-    check_checkpoint,
-    load_checkpoint,
-    newest_last,
-    recorded_best,
-    refuse_changed_recipe,
-)
-from bertkit.console import quiet
-from bertkit.data import BertDataModule
-from bertkit.embed import embed
-from bertkit.export import export
 from bertkit.guide import (
     LIGHTNING_COMMANDS,
     check_head,
+    command_help,
     config_files,
     overview,
     read_recipe,
     require_recipe,
 )
-from bertkit.module import BertModule
-from bertkit.plugins import PluginError, describe, load_modules, plugin_manager, registered
-from bertkit.run_folder import claim, place_outputs
-from bertkit.summary import fit_summary
+from bertkit.plugins import Lazy, PluginError, describe, entries, import_classes, load_modules, plugin_manager
 
 DEBUG_ENV = "BERTKIT_DEBUG"
 
@@ -67,162 +42,6 @@ def recipe_plugins(args: list[str]) -> list[str]:
             raise ValueError(f"{name}: 'plugins' must be a list of module names, got {listed!r}")
         names += [n for n in listed if n not in names]
     return names
-
-
-class BertkitCLI(LightningCLI):
-    """LightningCLI with a ``plugins`` key, one run folder (``bertkit.run_folder``),
-    ``--ckpt_path best|last`` across processes, atomic checkpoints, and a summary with plots when
-    ``fit`` ends.
-
-    Args:
-        recipe_args: the command line (for the next commands the summary suggests).
-    """
-
-    def __init__(self, *args: Any, recipe_args: list[str] | None = None, **kwargs: Any) -> None:
-        self.recipe_args = recipe_args or []
-        super().__init__(*args, **kwargs)
-
-    @override
-    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        trainer = super().instantiate_trainer(**kwargs)
-        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
-            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
-        return trainer
-
-    @override
-    def before_instantiate_classes(self) -> None:
-        place_outputs(self._get(self.config, "trainer"))
-
-    def add_arguments_to_parser(self, parser: Any) -> None:
-        parser.add_argument(
-            "--plugins", type=list[str], default=[], help="Plugin modules to import before parsing (by dotted name)."
-        )
-        parser.add_argument(
-            "--overwrite",
-            type=bool,
-            default=False,
-            help="fit: start a new run over the checkpoints of an earlier run in the run folder (replacing them).",
-        )
-
-    @override
-    def _parse_ckpt_path(self) -> None:
-        """LightningCLI takes a ``--ckpt_path`` file's hyper-parameters as the model's settings:
-        check first (``check_checkpoint``) that it is a readable checkpoint of the recipe's head,
-        so that parsing them imports nothing a checkpoint names and never swaps the head. ``fit``
-        keeps the recipe's settings and compares them with the checkpoint's (``before_fit``);
-        ``best``/``last`` are checked once resolved (``_resolve_ckpt_path``)."""
-        subcommand = self.config.get("subcommand")
-        path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if subcommand == "fit" or path in (None, "best", "last", "hpc", "registry"):
-            return
-        head = self.config[subcommand].get("model", {}).get("head")
-        check_checkpoint(path, getattr(head, "class_path", None))
-        super()._parse_ckpt_path()
-
-    def _resolve_ckpt_path(self, required: bool = True) -> None:
-        """Turn ``best``/``last`` into a file (also from an earlier process) and check the file
-        (``check_checkpoint``); refuse to evaluate or predict without a checkpoint, as the task
-        head would be untrained (random).
-
-        Raises:
-            ValueError: no ``--ckpt_path`` (when ``required``), or a checkpoint of another head.
-            FileNotFoundError: ``best``/``last`` and no such checkpoint in the checkpoint folder.
-        """
-        config = self.config_init[self.subcommand]
-        wanted = config.get("ckpt_path")
-        if wanted is None:
-            if not required:
-                return
-            raise ValueError(
-                f"no --ckpt_path for `bertkit {self.subcommand}`: the {type(self.model.head).__name__}'s layers would be "
-                "untrained (random). Pass --ckpt_path best, last or a .ckpt file from `bertkit fit` with this recipe."
-            )
-        checkpoint = self.trainer.checkpoint_callback
-        if wanted in ("best", "last") and checkpoint is not None and not checkpoint.best_model_path:
-            path = recorded_best(checkpoint) if wanted == "best" else newest_last(checkpoint)
-            if path is None or not Path(path).is_file():
-                raise FileNotFoundError(
-                    f"--ckpt_path {wanted}: no checkpoint found in {checkpoint.dirpath} "
-                    "(run `bertkit fit` with this recipe first)"
-                )
-            config["ckpt_path"] = str(path)
-        elif self.subcommand != "fit":
-            return  # a file given for validate/test/predict: checked in _parse_ckpt_path
-        if config["ckpt_path"] not in ("best", "last", "hpc", "registry"):
-            stored = check_checkpoint(config["ckpt_path"], self.model.head.spec()["class_path"])
-            if self.subcommand == "fit":
-                refuse_changed_recipe(config["ckpt_path"], stored, self.model, self.datamodule)
-
-    def before_fit(self) -> None:
-        config = self.config_init[self.subcommand]
-        if self.trainer.is_global_zero:
-            checkpoint = self.trainer.checkpoint_callback
-            folder = checkpoint.dirpath if checkpoint is not None else None
-            claim(self.trainer.default_root_dir, folder, config.get("ckpt_path") is not None, config.get("overwrite"))
-        self._resolve_ckpt_path(required=False)
-
-    def before_validate(self) -> None:
-        self._resolve_ckpt_path()
-
-    def before_test(self) -> None:
-        self._resolve_ckpt_path()
-
-    def before_predict(self) -> None:
-        self._resolve_ckpt_path()
-
-    def predict(self, model: BertModule, datamodule: BertDataModule, ckpt_path: str | None = None, **_: Any) -> None:
-        """``trainer.predict`` over the predict file part by part (``data.predict_chunk_size``
-        examples each; ``PredictionWriter`` appends each part's records), the checkpoint loaded once."""
-        datamodule.attach(model)
-        for index, _ in datamodule.predict_in_parts():
-            self.trainer.predict(
-                model, datamodule=datamodule, ckpt_path=None if index else ckpt_path, return_predictions=False
-            )
-
-    @override
-    def _run_subcommand(self, subcommand: str) -> None:
-        try:
-            super()._run_subcommand(subcommand)
-        except SIGTERMException:
-            raise Interrupted(143, "SIGTERM", self.trainer, self.recipe_args) from None
-        except SystemExit:  # Lightning ends a run stopped by Ctrl-C with sys.exit(1)
-            if self.trainer.interrupted:
-                raise Interrupted(130, "Ctrl-C", self.trainer, self.recipe_args) from None
-            raise
-
-    def after_fit(self) -> None:
-        if self.trainer.is_global_zero:
-            print(fit_summary(self.trainer, config_files(self.recipe_args)), flush=True)
-
-
-class Interrupted(Exception):
-    """A run stopped by a signal: its exit code (128 + the signal's number) and what to say."""
-
-    def __init__(self, code: int, what: str, trainer: Trainer, args: list[str]) -> None:
-        checkpoint = trainer.checkpoint_callback
-        last = newest_last(checkpoint) if checkpoint is not None and checkpoint.dirpath else None
-        lines = [f"bertkit: stopped by {what} at step {trainer.global_step}"]
-        if last is not None and trainer.state.fn == "fit":
-            step = load_checkpoint(last, mmap=True).get("global_step")
-            kept = [
-                a for i, a in enumerate(args) if not a.startswith("--ckpt_path") and args[i - 1 : i] != ["--ckpt_path"]
-            ]
-            resume = " ".join(shlex.quote(a) for a in kept)
-            lines.append(f"  last checkpoint (step {step}): {last}")
-            lines.append(f"  resume: bertkit {resume} --ckpt_path last")
-        super().__init__("\n".join(lines))
-        self.code = code
-
-
-def cli_kwargs() -> dict[str, Any]:
-    return dict(
-        model_class=BertModule,
-        datamodule_class=BertDataModule,
-        save_config_kwargs={"overwrite": True},
-        auto_configure_optimizers=False,
-        parser_kwargs={"exit_on_error": False},  # a short `bertkit: error:` instead of pages of usage
-        trainer_defaults={"log_every_n_steps": 10},  # learning curves with points within an epoch
-    )
 
 
 def print_plugins(args: list[str]) -> int:
@@ -258,38 +77,85 @@ def one_line(message: str) -> str:
     return f"{key}={given[1]!r}: expected one of {allowed}"
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions that end as one ``bertkit: error:`` line: bertkit's own, and Lightning's and
+    jsonargparse's configuration errors once those libraries are imported."""
+    errors: list[type[BaseException]] = [OSError, ValueError, ImportError, PluginError, FloatingPointError]
+    if "lightning_fabric" in sys.modules:
+        from lightning_fabric.utilities.exceptions import MisconfigurationException
+
+        errors.append(MisconfigurationException)
+    if "jsonargparse" in sys.modules:
+        from jsonargparse import ArgumentError
+
+        errors.append(ArgumentError)
+    return tuple(errors)
+
+
+def _no_gpu_hint(err: BaseException) -> str:
+    if "gpu" not in str(err) or "torch" not in sys.modules or type(err).__name__ != "MisconfigurationException":
+        return ""
+    import torch
+
+    return "" if torch.cuda.is_available() else " (this machine has no CUDA GPU: --trainer.accelerator cpu or auto)"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``bertkit`` console script."""
+    """Entry point of the ``bertkit`` console script. ``--help`` of every command, ``plugins``
+    and errors in the command line or a recipe come before torch and Lightning are imported."""
     args = sys.argv[1:] if argv is None else list(argv)
     plugin_manager()
     if args[:1] == ["plugins"]:
         return print_plugins(args[1:])
-    commands = {"embed": embed, "export": export, **registered("register_commands")}
+    commands = {"embed": Lazy("bertkit.commands:embed"), "export": Lazy("bertkit.commands:export")}
+    commands |= entries("register_commands")
     if not args or args[0] in ("-h", "--help"):
         print(overview(commands, Path("recipes").glob("*.yaml")))
         return 0 if args else 2
+    if args[0] in LIGHTNING_COMMANDS and {"-h", "--help"} & set(args[1:]):
+        print(command_help(args[0], Path("recipes").glob("*.yaml")))
+        return 0
     try:
         if args[0] in commands:
-            CLI(commands[args[0]], args=args[1:], prog=f"bertkit {args[0]}", exit_on_error=False)
+            from jsonargparse import CLI
+
+            command = commands[args[0]]
+            CLI(
+                command.load() if isinstance(command, Lazy) else command,
+                args=args[1:],
+                prog=f"bertkit {args[0]}",
+                exit_on_error=False,
+            )
             return 0
         if args[0] in LIGHTNING_COMMANDS:
             require_recipe(args[0], args[1:])
         load_modules(recipe_plugins(args))
-        check_head(args, registered("register_heads"))
-        quiet()
-        BertkitCLI(args=argv, recipe_args=args, **cli_kwargs())
+        check_head(args, entries("register_heads"))
+        return run_lightning(args)
+    except _user_errors() as err:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            raise
+        print(
+            f"bertkit: error: {one_line(str(err))}{_no_gpu_hint(err)}\n(set {DEBUG_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def run_lightning(args: list[str]) -> int:
+    """``bertkit fit|validate|test|predict``: LightningCLI (``BertkitCLI``); ``--help-all`` is
+    its full ``--help``. Returns the exit code (128 + the signal's number for a stopped run)."""
+    from bertkit.console import quiet
+    from bertkit.lightning_cli import BertkitCLI, Interrupted, cli_kwargs
+
+    import_classes()
+    quiet()
+    full = [("--help" if a == "--help-all" else a) for a in args]
+    try:
+        BertkitCLI(args=None if full == sys.argv[1:] else full, recipe_args=args, **cli_kwargs())
     except Interrupted as stop:
         print(stop, file=sys.stderr, flush=True)
         return stop.code
-    except (
-        OSError, ValueError, ImportError, PluginError, MisconfigurationException, ArgumentError, FloatingPointError
-    ) as err:  # fmt: skip
-        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
-            raise
-        no_gpu = isinstance(err, MisconfigurationException) and "gpu" in str(err) and not torch.cuda.is_available()
-        hint = " (this machine has no CUDA GPU: --trainer.accelerator cpu or auto)" if no_gpu else ""
-        print(f"bertkit: error: {one_line(str(err))}{hint}\n(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
-        return 2
     return 0
 
 

@@ -8,13 +8,21 @@ import logging
 import warnings
 
 # Messages (by their start) Lightning logs at INFO that carry nothing for the run.
-_DROPPED_INFO = ("💡 Tip:", "Loading `train_dataloader` to estimate")
+_DROPPED_INFO = (
+    "💡 Tip:",
+    "Loading `train_dataloader` to estimate",
+    "TPU available:",
+    "HPU available:",
+    "Trainer already configured with model summary",  # bertkit.progress.BriefSummary replaces the table
+)
 # Warnings by message (a regex matched at the start): fixed in libraries, not in a user's recipe.
 _DROPPED_WARNINGS = (
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning 2.6 with torch >= 2.10
     r"The number of training batches \(\d+\) is smaller than the logging interval",  # logged per epoch anyway
     r"You are using a custom batch sampler `TaskEvalBatchSampler`",  # it yields every index (bertkit.samplers)
     r"It is recommended to use `self.log\('(val|test)/",  # epoch metrics are torchmetrics', synced by them
+    r"Total length of `list` across ranks is zero",
+    r"LightningCLI's args parameter is intended to run from within Python",  # bertkit passes args on purpose  # no validation file: bertkit.data says so in its words
 )
 
 

@@ -465,7 +465,13 @@ class BertDataModule(pl.LightningDataModule):
         return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("validation", train=False) if "validation" in self.examples else []
+        if "validation" in self.examples:
+            return self._loader("validation", train=False)
+        if self.trainer is not None and self.trainer.state.fn == "fit" and self.trainer.is_global_zero:
+            log.warning(
+                "no validation file (data.validation_file): fit runs without validation and keeps last.ckpt only"
+            )
+        return []
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", train=False)

@@ -79,6 +79,8 @@ def encoder_families() -> dict[str, type[EncoderFamily]]:
             raise ValueError(f"register_encoders: {family!r} is not a bertkit.encoders.EncoderFamily subclass")
         if name in families:
             raise ValueError(f"register_encoders: a plugin registers {name!r}, the core's own encoder family")
+        if family.name != name:
+            raise ValueError(f"register_encoders: {family.__name__} registered as {name!r} but named {family.name!r}")
         families[name] = family
     return families
 

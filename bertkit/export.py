@@ -12,18 +12,14 @@ moved together with it. Either way the folder can be copied or moved as it is.
 
 from __future__ import annotations
 
-import logging
 import os
 import tempfile
-from importlib.util import find_spec
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from bertkit.module import BertModule
-
-log = logging.getLogger(__name__)
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 ONE_FILE_LIMIT = 1_800_000_000  # bytes of weights kept inside model.onnx (protobuf's limit is 2 GiB)
@@ -104,28 +100,3 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
         for written in sorted(Path(folder).iterdir(), key=lambda p: p == tmp):  # weights first, the graph last
             os.replace(written, target.parent / written.name)
     return worst
-
-
-def export(checkpoint: str, output: str, onnx: bool | None = None) -> None:
-    """Export a checkpoint of ``bertkit fit`` for inference elsewhere: ``OUTPUT`` becomes a Hugging
-    Face directory that the head's ``transformers`` class loads (``BertForTokenClassification`` …,
-    with ``id2label``), plus ``model.onnx`` checked against bertkit with onnxruntime.
-
-    Args:
-        checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
-        output: the directory to write (files in it are replaced atomically).
-        onnx: also write ``model.onnx`` (needs ``pip install 'bertkit[onnx]'``); unset: when
-            the onnx extra is installed and the head has logits to export.
-    """
-    model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
-    print(f"wrote {output} ({model.save_pretrained(output)})")
-    if onnx is None:
-        if not model.head.onnx_outputs:
-            return
-        if find_spec("onnxruntime") is None or find_spec("onnxscript") is None:
-            print("no model.onnx: the onnx extra is not installed (pip install 'bertkit[onnx]'; --onnx false skips it)")
-            return
-        onnx = True
-    if onnx:
-        worst = export_onnx(model, Path(output) / "model.onnx")
-        print(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from bertkit.heads import Head, import_class
+from bertkit.plugins import Lazy
 
 LIGHTNING_COMMANDS = {
     "fit": "train a recipe (and validate each epoch)",
@@ -23,8 +23,10 @@ LIGHTNING_COMMANDS = {
 
 
 def _first_line(obj: Any) -> str:
-    """The first sentence of a docstring, on one line, without reST markup."""
-    paragraph = " ".join((inspect.getdoc(obj) or "").split("\n\n", 1)[0].split())
+    """The first sentence of a docstring (read from the source for a ``Lazy``), on one line,
+    without reST markup."""
+    doc = obj.doc() if isinstance(obj, Lazy) else inspect.getdoc(obj)
+    paragraph = " ".join((doc or "").split("\n\n", 1)[0].split())
     return paragraph.replace("``", "").split(": ", 1)[0].split(". ", 1)[0].rstrip(".")
 
 
@@ -40,6 +42,35 @@ def overview(commands: dict[str, Any], recipes: Iterable[Path]) -> str:
     if found:
         lines += ["", "recipes (bertkit fit --config RECIPE):", *(f"  {r}" for r in found)]
     lines += ["", "example: bertkit fit --config recipes/ner.yaml"]
+    return "\n".join(lines)
+
+
+CKPT_PATH = {
+    "fit": "resume: last, or a .ckpt file of this run",
+    "validate": "the checkpoint to score: best, last or a .ckpt file",
+    "test": "the checkpoint to score: best, last or a .ckpt file",
+    "predict": "the checkpoint to predict with: best, last or a .ckpt file",
+}
+
+
+def command_help(command: str, recipes: Iterable[Path]) -> str:
+    """The text of ``bertkit fit|validate|test|predict --help``: the options a run is steered
+    with, without importing Lightning (``--help-all`` lists every key with its type and docs)."""
+    rows = {
+        "-c, --config RECIPE": "a recipe (YAML); repeat it to overlay files, later ones win",
+        "--KEY VALUE": "any recipe key by its dotted name: --model.learning_rate 3e-5, --data.batch_size 16, "
+        "--trainer.max_epochs 1",
+        "--ckpt_path PATH": CKPT_PATH[command],
+        **({"--overwrite true": "start a new run over an earlier run's checkpoints"} if command == "fit" else {}),
+        "--print_config": "print the resolved recipe (every key and value) and exit",
+        "--help-all": "every key with its type, default and documentation (imports Lightning: seconds)",
+    }
+    width = max(map(len, rows))
+    lines = [f"usage: bertkit {command} --config RECIPE [--config OVERLAY ...] [--KEY VALUE ...]", ""]
+    lines += [LIGHTNING_COMMANDS[command], "", "options:", *(f"  {k:<{width}}  {v}" for k, v in rows.items())]
+    found = sorted(str(p) for p in recipes)
+    if found:
+        lines += ["", "recipes:", *(f"  {r}" for r in found)]
     return "\n".join(lines)
 
 
@@ -97,7 +128,7 @@ def read_recipe(name: str) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: config file not found")
     try:
-        config = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeys) or {}  # noqa: S506 - safe loader
+        config = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeys) or {}
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
@@ -114,7 +145,7 @@ def require_recipe(command: str, args: list[str]) -> None:
         ValueError: neither ``--config`` nor ``--model.head`` is given; the message lists the
             recipes under ``./recipes``.
     """
-    if any(a in ("-h", "--help", "-c") or a.startswith(("--config", "--model.head", "--print_config")) for a in args):
+    if any(a in ("-h", "--help", "--help-all", "-c") or a.startswith(("--config", "--model.head", "--print_config")) for a in args):
         return
     found = sorted(str(p) for p in Path("recipes").glob("*.yaml"))
     hint = f" (here: {', '.join(found)})" if found else ""
@@ -152,8 +183,9 @@ def _task_head_names(args: list[str]) -> list[tuple[str, str]]:
     return given
 
 
-def check_head(args: list[str], heads: dict[str, type]) -> str | None:
-    """The head a run names is a registered head or an importable ``Head`` subclass.
+def check_head(args: list[str], heads: Iterable[str]) -> str | None:
+    """The head a run names is a registered head (``heads``: the registered names) or an
+    importable ``Head`` subclass.
 
     Returns:
         Its name as given (None when neither the recipes nor the command line name one).
@@ -162,10 +194,13 @@ def check_head(args: list[str], heads: dict[str, type]) -> str | None:
         ValueError: it is neither; the message names where it was given, the closest registered
             name and all registered names.
     """
+    heads = set(heads)
     for name, where in _head_names(args) + _task_head_names(args):
         if name in heads:
             continue
         if "." in name:
+            from bertkit.heads import Head, import_class
+
             try:
                 import_class(name, Head)
                 continue

@@ -3,6 +3,11 @@
 A plugin is a module (or object) with functions marked ``@bertkit.hookimpl`` whose names match
 these specs. Registration hooks receive a ``register`` callback (the simonw/llm style); the core
 owns the registries. ``PluginManager.check_pending()`` makes a misspelled hook name an error.
+
+Every registration may give an import path instead of the object — ``register("pkg.mod:Class")``,
+or ``register(name, "pkg.mod:function")`` where a name is given — so that the plugin's module
+imports nothing heavy and ``bertkit plugins`` / ``bertkit --help`` stay fast; the object is
+imported when a run needs the registry (``bertkit.plugins.registered``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ def register_commands(register: Callable[[str, Callable], None]) -> None:
 
 @hookspec
 def register_encoders(register: Callable[[type], None]) -> None:
-    """Register encoder families (``bertkit.encoders.EncoderFamily`` subclasses): ``register(cls)``.
+    """Register encoder families (``bertkit.encoders.EncoderFamily`` subclasses): ``register(cls)``,
+    or ``register(name, "pkg.mod:Family")`` by import path.
     Each is chosen by its ``name`` (``model.encoder``, or a pretrained ``config.json``'s
     ``model_type``). Every implementation is called; names must be unique."""

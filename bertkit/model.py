@@ -18,13 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bertkit.choices import check
+from bertkit.choices import Features, check
 from bertkit.config import BertConfig
 from bertkit.unpad import Unpadded, packed_attention
 
@@ -349,9 +348,6 @@ class BertEncoder(nn.Module):
         from bertkit.weights import save_encoder
 
         save_encoder(self, directory)
-
-
-Features = Literal["last", "second_to_last", "sum_last_four", "concat_last_four"]
 
 
 def token_features(hidden_states: tuple[torch.Tensor, ...], how: Features = "last") -> torch.Tensor:

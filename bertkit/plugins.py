@@ -5,16 +5,24 @@ load exactly like third-party ones; they always load. Third-party entry points a
 ``BERTKIT_LOAD_PLUGINS`` (comma-separated entry-point names; empty = none), as ``LLM_LOAD_PLUGINS``.
 A plugin that fails to import or implements an unknown hook is skipped with a warning naming it;
 with ``BERTKIT_STRICT_PLUGINS=1`` it is an error instead.
+
+A registration may name its object by import path (``register("pkg.module:Class")``, or
+``register(name, "pkg.module:attribute")``): it is imported when a registry is read
+(``registered``), not to list names (``bertkit plugins``, ``bertkit --help``), so listing plugins
+does not import torch.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import os
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
+from importlib.util import find_spec
+from pathlib import Path
 from types import ModuleType
 
 import pluggy
@@ -44,6 +52,55 @@ class PluginInfo:
     version: str | None
     hooks: list[str]
     registered: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """An object registered by its import path, ``"package.module:attribute"``."""
+
+    path: str
+
+    @property
+    def attribute(self) -> str:
+        return self.path.rpartition(":")[2]
+
+    def load(self) -> object:
+        """Import the module and return the attribute.
+
+        Raises:
+            PluginError: the module cannot be imported or lacks the attribute; names the path.
+        """
+        module, _, attribute = self.path.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as err:
+            raise PluginError(
+                f"registered object {self.path!r} cannot be imported: {type(err).__name__}: {err}"
+            ) from err
+
+    def doc(self) -> str | None:
+        """The attribute's docstring, read from the module's source without importing it."""
+        module, _, attribute = self.path.partition(":")
+        spec = find_spec(module)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            return None
+        for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == attribute:
+                return ast.get_docstring(node)
+        return None
+
+
+def lazy_exports(module: str, exports: dict[str, str]) -> Callable[[str], object]:
+    """A module ``__getattr__`` (PEP 562) that imports each of ``exports`` (name -> import path)
+    on first access: a plugin package re-exports its classes without importing them when loaded.
+    """
+
+    def __getattr__(name: str) -> object:
+        if name not in exports:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        return Lazy(exports[name]).load()
+
+    return __getattr__
 
 
 # Registries whose objects are named by an attribute of their own (else by ``__name__``).
@@ -133,7 +190,7 @@ def load_modules(names: Iterable[str]) -> None:
     for name in names:
         try:
             module = importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001 - any failure of the user's module gets one line naming it
+        except Exception as err:
             raise PluginError(
                 f"plugin module {name!r} listed in the recipe cannot be imported: {type(err).__name__}: {err}"
             ) from err
@@ -149,8 +206,15 @@ def _collect(hook_name: str) -> dict[str, dict[str, object]]:
         plugin_name = pm.get_name(impl.plugin)
         items = found.setdefault(plugin_name, {})
 
-        def register(obj: object, locate: Callable | None = None, _items=items, _plugin=plugin_name) -> None:
-            name = obj if isinstance(obj, str) else getattr(obj, NAME_ATTRIBUTE.get(hook_name, "__name__"))
+        def register(obj: object, locate: Callable | str | None = None, _items=items, _plugin=plugin_name) -> None:
+            if isinstance(obj, str) and locate is None and ":" in obj:
+                obj = locate = Lazy(obj)
+                name = obj.attribute
+            elif isinstance(obj, str):
+                name = obj
+                locate = Lazy(locate) if isinstance(locate, str) else locate
+            else:
+                name = getattr(obj, NAME_ATTRIBUTE.get(hook_name, "__name__"))
             if name in owner and owner[name] != _plugin:
                 raise PluginError(f"{hook_name}: {name!r} registered by both {owner[name]!r} and {_plugin!r}")
             owner[name] = _plugin
@@ -160,9 +224,31 @@ def _collect(hook_name: str) -> dict[str, dict[str, object]]:
     return found
 
 
-def registered(hook_name: str) -> dict[str, object]:
-    """All objects registered through ``hook_name`` (e.g. ``register_heads``), by name."""
+def entries(hook_name: str) -> dict[str, object]:
+    """What each name was registered with through ``hook_name``, by name; an object registered
+    by import path stays a ``Lazy`` (not imported)."""
     return {k: v for items in _collect(hook_name).values() for k, v in items.items()}
+
+
+def registered(hook_name: str) -> dict[str, object]:
+    """All objects registered through ``hook_name`` (e.g. ``register_heads``), by name; those
+    registered by import path are imported.
+
+    Raises:
+        PluginError: an import path cannot be imported.
+    """
+    return {k: v.load() if isinstance(v, Lazy) else v for k, v in entries(hook_name).items()}
+
+
+def import_classes() -> None:
+    """Import every registered head, masking strategy and encoder family, so that recipes may
+    name them by class name alone (jsonargparse resolves names among imported subclasses).
+
+    Raises:
+        PluginError: a registered import path cannot be imported.
+    """
+    for hook_name in ("register_heads", "register_masking", "register_encoders"):
+        registered(hook_name)
 
 
 def describe() -> list[PluginInfo]:

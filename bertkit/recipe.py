@@ -11,10 +11,12 @@ from typing import Any
 import pytorch_lightning as pl
 
 from bertkit.callbacks import prediction_records
-from bertkit.cli import BertkitCLI, cli_kwargs, recipe_plugins
+from bertkit.cli import recipe_plugins
+from bertkit.console import quiet
 from bertkit.data import BertDataModule
+from bertkit.lightning_cli import BertkitCLI, cli_kwargs
 from bertkit.module import BertModule
-from bertkit.plugins import load_modules, plugin_manager
+from bertkit.plugins import import_classes, load_modules, plugin_manager
 
 
 @dataclass
@@ -78,6 +80,8 @@ def compose(*configs: str | Path, overrides: dict[str, Any] | None = None) -> Co
     args += [_override(k, v) for k, v in (overrides or {}).items()]
     plugin_manager()  # entry points first: short class_path names must resolve
     load_modules(recipe_plugins(args))
+    import_classes()
+    quiet()
     cli = BertkitCLI(args=args, run=False, **cli_kwargs())
     cli.datamodule.attach(cli.model)  # datamodule.setup() works before any trainer call
     return Composed(cli.model, cli.datamodule, cli.trainer)

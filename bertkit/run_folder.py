@@ -4,7 +4,8 @@ A recipe states its folder once (``trainer.default_root_dir: runs/ner``) and an 
 ``--trainer.default_root_dir`` moves all of it. Where a recipe leaves a path out:
 
 - the logger (none given, or ``logger: true``) is a ``CSVLogger`` in ``<root>/logs`` — the CSV
-  files the fit summary's learning curves read;
+  files the fit summary's learning curves read — for ``fit``; ``validate``, ``test`` and
+  ``predict`` add no logger version: their scores go to ``<root>/<command>_scores.json``;
 - a ``ModelCheckpoint`` without ``dirpath`` writes to ``<root>/checkpoints`` (not Lightning's
   per-version logger folder), so ``--ckpt_path best|last`` of a later process finds it;
   Lightning's own ``ModelCheckpoint`` runs as ``bertkit.checkpoints.LastStateCheckpoint`` (same
@@ -22,25 +23,31 @@ from __future__ import annotations
 
 import fcntl
 import importlib
+import json
 import os
 from pathlib import Path
 from typing import IO
 
 from jsonargparse import Namespace
+from pytorch_lightning import Trainer
 from pytorch_lightning.callbacks import ModelCheckpoint as LightningModelCheckpoint
 
 from bertkit.checkpoints import LastStateCheckpoint
+from bertkit.io import atomic_path
 
 LOG_NAME = "logs"
 LOCK_NAME = ".fit.lock"
 
 
-def place_outputs(trainer: Namespace) -> None:
-    """Fill the logger and checkpoint folders a parsed ``trainer`` config leaves out, in place."""
+def place_outputs(trainer: Namespace, subcommand: str | None = None) -> None:
+    """Fill the logger and checkpoint folders a parsed ``trainer`` config leaves out, in place;
+    no logger for a ``subcommand`` other than ``fit`` (None: as for ``fit``)."""
     root = trainer.get("default_root_dir")
     if root is None:
         return
-    if trainer.get("logger") in (None, True):
+    if trainer.get("logger") in (None, True) and subcommand not in (None, "fit"):
+        trainer.logger = False
+    elif trainer.get("logger") in (None, True):
         trainer.logger = Namespace(
             class_path="pytorch_lightning.loggers.CSVLogger", init_args=Namespace(save_dir=root, name=LOG_NAME)
         )
@@ -53,6 +60,21 @@ def place_outputs(trainer: Namespace) -> None:
             callback.class_path = f"{LastStateCheckpoint.__module__}.{LastStateCheckpoint.__qualname__}"
         if issubclass(cls, LightningModelCheckpoint) and callback.init_args.get("dirpath") is None:
             callback.init_args.dirpath = str(Path(root) / "checkpoints")
+
+
+def write_scores(trainer: Trainer, command: str, checkpoint: str | None, recipes: list[str]) -> Path | None:
+    """Write the scores of ``validate``/``test`` (``trainer.callback_metrics``) with the checkpoint
+    and recipes they came from to ``<default_root_dir>/<command>_scores.json`` (atomically);
+    return the file (None on other ranks than 0)."""
+    if not trainer.is_global_zero:
+        return None
+    scores = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("val/", "test/"))}
+    record = {"command": command, "checkpoint": checkpoint, "recipes": recipes, "scores": scores}
+    path = Path(trainer.default_root_dir) / f"{command}_scores.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def in_run_folder(default_root_dir: str | Path, path: str | None, name: str) -> str:

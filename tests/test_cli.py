@@ -32,14 +32,19 @@ def test_fit_writes_weights_only_checkpoints(sample_run):
     assert not list(sample_run.glob("runs/ner/checkpoints/.*.tmp"))
 
 
-def test_test_reports_entity_scores(sample_run):
+def test_test_writes_its_scores_and_adds_no_log_folder(sample_run):
+    versions = sorted((sample_run / "runs/ner/logs").glob("version_*"))
     proc = run_bertkit(
         "test", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run
     )
-    metrics = (sample_run / "runs/ner/logs").glob("version_*/metrics.csv")
-    header = next(iter(sorted(metrics, key=lambda p: p.stat().st_mtime, reverse=True))).read_text().splitlines()[0]
+    written = json.loads((sample_run / "runs/ner/test_scores.json").read_text())
+    assert "scores written to runs/ner/test_scores.json" in proc.stdout
+    assert written["command"] == "test" and written["recipes"] == [str(RECIPE)]
+    assert written["checkpoint"].endswith(".ckpt") and "last" not in written["checkpoint"]  # best, resolved
     for key in ("test/f1", "test/precision", "test/recall", "test/f1_PER", "test/f1_MISC"):
-        assert key in header, proc.stdout
+        assert 0.0 <= written["scores"][key] <= 1.0, proc.stdout
+    assert sorted((sample_run / "runs/ner/logs").glob("version_*")) == versions
+    assert not (sample_run / "runs/ner/config.yaml").exists()
 
 
 def test_predict_on_conll_and_plain_text(sample_run):
@@ -89,8 +94,16 @@ def test_print_config_reruns_unchanged(tmp_path):
     (tmp_path / "printed.yaml").write_text(first)
     second = run_bertkit("fit", "--config", "printed.yaml", "--print_config", cwd=tmp_path).stdout
     assert first == second
-    run_bertkit("fit", "--config", "printed.yaml", "--trainer.limit_val_batches=0", cwd=tmp_path)
+    # Without validation, with the progress bar on and stdout a pipe: plain progress lines, no
+    # Lightning warnings about an empty validation loader or a missing monitored score.
+    proc = run_bertkit(
+        "fit", "--config", "printed.yaml", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=true",
+        cwd=tmp_path,
+    )  # fmt: skip
     assert (tmp_path / "runs/ner/checkpoints/last.ckpt").is_file()
+    assert "\r" not in proc.stdout and "epoch 0/0  batch 6/6  step 6/6 (100%)" in proc.stdout, proc.stdout
+    assert "model: encoder BertEncoder" in proc.stdout and "FLOPs" not in proc.stdout
+    assert "could not find the monitored key" not in proc.stderr and "Total length" not in proc.stderr
 
 
 def test_bad_config_value_is_named(tmp_path):

@@ -1,4 +1,4 @@
-"""Every notebook in notebooks/ runs top to bottom without error."""
+"""Every notebook in notebooks/ runs top to bottom without error or library noise."""
 
 from __future__ import annotations
 
@@ -26,3 +26,5 @@ def test_notebook_executes(path, tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "(PER)" in text or "(ORG)" in text or "(LOC)" in text  # the model tagged something in new text
+    noise = ("Tip:", "LightningCLI's args parameter", "FLOPs", "MissingIDFieldWarning")
+    assert not [n for n in noise if n in text], text

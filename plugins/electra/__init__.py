@@ -9,19 +9,24 @@ directories whose ``config.json`` says ``model_type: electra`` load as one. The
 
 from collections.abc import Callable
 
-from bertkit_plugins.electra.encoder import ElectraConfig, ElectraEncoder, ElectraFamily
-from bertkit_plugins.electra.head import ReplacedTokenDetectionHead
-
 import bertkit
+from bertkit.plugins import lazy_exports
 
-__all__ = ["ElectraConfig", "ElectraEncoder", "ElectraFamily", "ReplacedTokenDetectionHead"]
+EXPORTS = {
+    "ElectraConfig": "bertkit_plugins.electra.encoder:ElectraConfig",
+    "ElectraEncoder": "bertkit_plugins.electra.encoder:ElectraEncoder",
+    "ElectraFamily": "bertkit_plugins.electra.encoder:ElectraFamily",
+    "ReplacedTokenDetectionHead": "bertkit_plugins.electra.head:ReplacedTokenDetectionHead",
+}
+__all__ = list(EXPORTS)
+__getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
 def register_encoders(register: Callable) -> None:
-    register(ElectraFamily)
+    register("electra", EXPORTS["ElectraFamily"])
 
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
-    register(ReplacedTokenDetectionHead)
+    register(EXPORTS["ReplacedTokenDetectionHead"])

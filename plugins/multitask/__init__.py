@@ -4,9 +4,8 @@ recipe can name it ``class_path: MultiTaskHead`` and ``bertkit plugins`` lists i
 from collections.abc import Callable
 
 import bertkit
-from bertkit.multitask import MultiTaskHead
 
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
-    register(MultiTaskHead)
+    register("bertkit.multitask:MultiTaskHead")

@@ -7,34 +7,34 @@ MLM + NSP/SOP head, and WordPiece vocabulary training (``bertkit vocab``).
 
 from collections.abc import Callable
 
-from bertkit_plugins.pretraining.head import MaskedLMHead, PreTrainingHead
-from bertkit_plugins.pretraining.masking import (
-    MaskingStrategy,
-    NgramMasking,
-    TokenMasking,
-    WholeWordMasking,
-)
-from bertkit_plugins.pretraining.prepare import prepare
-from bertkit_plugins.pretraining.vocab import train_vocab
-
 import bertkit
+from bertkit.plugins import lazy_exports
 
-__all__ = ["MaskedLMHead", "MaskingStrategy", "NgramMasking", "PreTrainingHead", "TokenMasking", "WholeWordMasking"]
+EXPORTS = {
+    "MaskedLMHead": "bertkit_plugins.pretraining.head:MaskedLMHead",
+    "PreTrainingHead": "bertkit_plugins.pretraining.head:PreTrainingHead",
+    "MaskingStrategy": "bertkit_plugins.pretraining.masking:MaskingStrategy",
+    "TokenMasking": "bertkit_plugins.pretraining.masking:TokenMasking",
+    "WholeWordMasking": "bertkit_plugins.pretraining.masking:WholeWordMasking",
+    "NgramMasking": "bertkit_plugins.pretraining.masking:NgramMasking",
+}
+__all__ = list(EXPORTS)
+__getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
-    register(MaskedLMHead)
-    register(PreTrainingHead)
+    register(EXPORTS["MaskedLMHead"])
+    register(EXPORTS["PreTrainingHead"])
 
 
 @bertkit.hookimpl
 def register_masking(register: Callable) -> None:
-    for strategy in (TokenMasking, WholeWordMasking, NgramMasking):
-        register(strategy)
+    for strategy in ("TokenMasking", "WholeWordMasking", "NgramMasking"):
+        register(EXPORTS[strategy])
 
 
 @bertkit.hookimpl
 def register_commands(register: Callable) -> None:
-    register("prepare", prepare)
-    register("vocab", train_vocab)
+    register("prepare", "bertkit_plugins.pretraining.prepare:prepare")
+    register("vocab", "bertkit_plugins.pretraining.vocab:train_vocab")

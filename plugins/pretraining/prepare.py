@@ -216,8 +216,9 @@ def prepare(
         }
         write_manifest(root / split, manifest)
         log.warning(
-            "%s: %d documents -> %d instances (%d tokens) in %d shards at %s",
-            split,
+            "%s%s: %d documents -> %d instances (%d tokens) in %d shards at %s",
+            ", ".join(map(str, inputs)),
+            f" ({split} split)" if holdout else "",
             manifest["documents"],
             manifest["instances"],
             manifest["tokens"],

@@ -2,13 +2,16 @@
 
 from collections.abc import Callable
 
-from bertkit_plugins.question_answering.head import QuestionAnsweringHead
-
 import bertkit
+from bertkit.plugins import lazy_exports
 
-__all__ = ["QuestionAnsweringHead"]
+EXPORTS = {
+    "QuestionAnsweringHead": "bertkit_plugins.question_answering.head:QuestionAnsweringHead",
+}
+__all__ = list(EXPORTS)
+__getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
-    register(QuestionAnsweringHead)
+    register(EXPORTS["QuestionAnsweringHead"])

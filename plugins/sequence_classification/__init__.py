@@ -2,13 +2,16 @@
 
 from collections.abc import Callable
 
-from bertkit_plugins.sequence_classification.head import SequenceClassificationHead
-
 import bertkit
+from bertkit.plugins import lazy_exports
 
-__all__ = ["SequenceClassificationHead"]
+EXPORTS = {
+    "SequenceClassificationHead": "bertkit_plugins.sequence_classification.head:SequenceClassificationHead",
+}
+__all__ = list(EXPORTS)
+__getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
-    register(SequenceClassificationHead)
+    register(EXPORTS["SequenceClassificationHead"])

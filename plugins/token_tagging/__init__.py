@@ -2,13 +2,16 @@
 
 from collections.abc import Callable
 
-from bertkit_plugins.token_tagging.head import TokenTaggingHead
-
 import bertkit
+from bertkit.plugins import lazy_exports
 
-__all__ = ["TokenTaggingHead"]
+EXPORTS = {
+    "TokenTaggingHead": "bertkit_plugins.token_tagging.head:TokenTaggingHead",
+}
+__all__ = list(EXPORTS)
+__getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
-    register(TokenTaggingHead)
+    register(EXPORTS["TokenTaggingHead"])

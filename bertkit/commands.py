@@ -1,0 +1,133 @@
+"""The ``bertkit embed`` and ``bertkit export`` commands. Their signatures and docstrings are the
+commands' options and help (jsonargparse); the implementations (torch, Lightning) are imported
+when a command runs, so ``bertkit embed --help`` answers at once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from contextlib import nullcontext
+from importlib.util import find_spec
+from pathlib import Path
+
+from bertkit.choices import Features, Pooling
+from bertkit.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+
+def embed(
+    input: str,
+    output: str,
+    pretrained: str = "all-MiniLM-L6-v2",
+    checkpoint: str | None = None,
+    features: Features = "last",
+    pooling: Pooling = "mean",
+    max_length: int = 128,
+    batch_size: int = 32,
+) -> None:
+    """Write contextual features of each non-blank line of a UTF-8 text file (BERT §5.3).
+
+    ``OUTPUT`` ending in ``.safetensors``: one tensor ``features`` (lines, D) (pooled only), with
+    the settings and each row's ``file:line`` in its metadata; ``.jsonl``: one record per line with
+    ``source`` (``file:line``), ``text`` and ``features`` (``tokens`` and a list of vectors with
+    ``--pooling tokens``). Lines are read, embedded and (JSONL) written 4,096 at a time into
+    ``OUTPUT.partial``, renamed to ``OUTPUT`` at the end: memory does not grow with the input,
+    and an interrupted run keeps the lines it wrote.
+
+    Args:
+        input: the text file, one text per line (blank lines are skipped; sources keep numbers).
+        output: ``.safetensors`` or ``.jsonl`` file to (over)write atomically.
+        pretrained: a Hugging Face format directory or a registered model name.
+        checkpoint: a ``bertkit fit`` checkpoint whose (fine-tuned) encoder to use instead.
+        features: last, second_to_last, sum_last_four or concat_last_four (Table 7).
+        pooling: mean, cls or tokens.
+        max_length: tokens per line, specials included; longer lines are truncated (with a warning).
+        batch_size: lines per forward pass.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    from bertkit.embed import PART_LINES, embed_texts, read_parts
+    from bertkit.encoders import family_of
+    from bertkit.module import BertModule
+    from bertkit.pretrained import resolve_pretrained
+
+    target = Path(output)
+    if target.suffix not in (".safetensors", ".jsonl"):
+        raise ValueError(f"{output}: expected a .safetensors or .jsonl output file")
+    if pooling == "tokens" and target.suffix == ".safetensors":
+        raise ValueError(f"{output}: --pooling tokens gives a matrix per line; write it to a .jsonl file")
+    if checkpoint is not None:
+        model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
+        encoder, tokenizer = model.encoder, model.tokenizer
+    else:
+        directory = resolve_pretrained(pretrained)
+        encoder, tokenizer = family_of(directory).from_pretrained(directory)
+    count, truncated, dims, kept, sources = 0, 0, 0, [], []
+    partial = target.with_name(target.name + ".partial")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with partial.open("w", encoding="utf-8") if target.suffix == ".jsonl" else nullcontext() as out:
+        for part in read_parts(input, PART_LINES):
+            texts = [line for _, line in part]
+            vectors, tokens, cut = embed_texts(encoder, tokenizer, texts, features, pooling, max_length, batch_size)
+            count, truncated, dims = count + len(texts), truncated + cut, vectors[0].shape[-1]
+            part_sources = [f"{input}:{number}" for number, _ in part]
+            if out is None:  # safetensors: one matrix, written at the end
+                kept += vectors
+                sources += part_sources
+                continue
+            for source, text, words, vector in zip(part_sources, texts, tokens, vectors):
+                record = {"source": source, "text": text}
+                record |= (
+                    {"tokens": words, "features": vector.tolist()}
+                    if pooling == "tokens"
+                    else {"features": vector.tolist()}
+                )
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.flush()
+    if not count:
+        partial.unlink(missing_ok=True)
+        raise ValueError(f"{input}: no text to embed (the file is empty or blank)")
+    if truncated:
+        log.warning(
+            "%d of %d lines of %s were longer than %d tokens and truncated", truncated, count, input, max_length
+        )
+    if target.suffix == ".safetensors":
+        settings = {"features": features, "pooling": pooling, "sources": "\n".join(sources)}
+        with atomic_path(target) as tmp:
+            save_file({"features": torch.stack(kept).contiguous()}, str(tmp), metadata=settings)
+    else:
+        os.replace(partial, target)
+    print(f"wrote {count} {features}/{pooling} feature{'s' if count != 1 else ''} ({dims} dims) to {output}")
+
+
+def export(checkpoint: str, output: str, onnx: bool | None = None) -> None:
+    """Export a ``bertkit fit`` checkpoint for inference: a transformers directory and ONNX.
+
+    ``OUTPUT`` becomes a Hugging Face directory that the head's ``transformers`` class loads
+    (``BertForTokenClassification`` …, with ``id2label``), plus ``model.onnx`` checked against
+    bertkit with onnxruntime.
+
+    Args:
+        checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
+        output: the directory to write (files in it are replaced atomically).
+        onnx: also write ``model.onnx`` (needs ``pip install 'bertkit[onnx]'``); unset: when
+            the onnx extra is installed and the head has logits to export.
+    """
+    from bertkit.export import export_onnx
+    from bertkit.module import BertModule
+
+    model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
+    print(f"wrote {output} ({model.save_pretrained(output)})")
+    if onnx is None:
+        if not model.head.onnx_outputs:
+            return
+        if find_spec("onnxruntime") is None or find_spec("onnxscript") is None:
+            print("no model.onnx: the onnx extra is not installed (pip install 'bertkit[onnx]'; --onnx false skips it)")
+            return
+        onnx = True
+    if onnx:
+        worst = export_onnx(model, Path(output) / "model.onnx")
+        print(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")
