@@ -25,7 +25,7 @@ from bertkit.data import BertDataModule
 from bertkit.guide import config_files
 from bertkit.module import BertModule
 from bertkit.progress import console_callbacks
-from bertkit.run_folder import claim, place_outputs, write_scores
+from bertkit.run_folder import claim, place_outputs, release_all, write_scores
 from bertkit.summary import fit_summary
 
 
@@ -160,6 +160,8 @@ class BertkitCLI(LightningCLI):
             if self.trainer.interrupted:
                 raise Interrupted(130, "Ctrl-C", self.trainer, self.recipe_args) from None
             raise
+        finally:
+            release_all()  # the run folder's lock: a later fit may take it
 
     def after_validate(self) -> None:
         self._write_scores()

@@ -130,3 +130,11 @@ def claim(root: str | Path, checkpoints: str | Path | None, resuming: bool, over
             f"{' …' if len(old) > 3 else ''}): resume it with --ckpt_path last, start a new run with another "
             "--trainer.default_root_dir, or replace it with --overwrite true"
         )
+
+
+def release_all() -> None:
+    """Release the run folders this process holds (``claim``): a ``fit`` ends; a later one in the
+    same process (a notebook, a test) or another process may take them."""
+    for handle in _held.values():
+        handle.close()  # closing the file releases its flock
+    _held.clear()

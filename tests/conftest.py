@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -13,6 +14,24 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BERTKIT_DATA_DIR", ROOT.parent / "shared" / "data"))
 CONLL = DATA / "ner" / "conll2003"
 RECIPE = ROOT / "recipes" / "ner.yaml"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's default): one worker per core, at most 4 (DDP tests start two
+    processes each, and every worker holds models in memory)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist, each worker (and the processes its tests start) uses its share of the cores:
+    torch's default of every core per process would make the workers fight over them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
 
 
 def need(path: Path) -> Path:
@@ -30,19 +49,103 @@ def minilm_dir() -> Path:
 
 
 def run_bertkit(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, check: bool = True
+    *args: str, cwd: Path, env: dict[str, str] | None = None, check: bool = True, fresh_process: bool = False
 ) -> subprocess.CompletedProcess:
-    """Run the ``bertkit`` console script of this environment."""
+    """Run ``bertkit ARGS`` in ``cwd``: the console script's ``bertkit.cli.main`` in this process
+    (``in_process``: torch and Lightning are imported once per test process, not once per
+    command), or the console script in a new process (``fresh_process``: runs that spawn
+    processes from ``sys.argv`` (DDP), are killed, or need a new interpreter's ``sys.path``)."""
     # Recipes fall back to the bundled sample: drop the real-data folder unless a test sets it.
     full_env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
     full_env.update({"PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})})
-    exe = Path(sys.executable).with_name("bertkit")
-    proc = subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900)
+    if fresh_process:
+        exe = Path(sys.executable).with_name("bertkit")
+        proc = subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900)
+    else:
+        proc = in_process(list(args), cwd, full_env)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"bertkit {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
         )
     return proc
+
+
+def run_bertkit_fresh(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """``run_bertkit`` in a new process."""
+    return run_bertkit(*args, fresh_process=True, **kwargs)
+
+
+def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``bertkit.cli.main(args)`` as a new process would run it: in ``cwd`` with ``env``, plugins
+    loaded anew, warnings shown again, stdout and stderr (Lightning's log handlers included)
+    captured; the working directory, environment, random states, torch settings and run-folder
+    locks are restored or released afterwards."""
+    import random
+    import warnings
+    from contextlib import redirect_stderr, redirect_stdout
+    from io import StringIO
+
+    import numpy as np
+    import torch
+
+    import bertkit.plugins
+    import bertkit.run_folder
+    from bertkit.cli import main
+
+    out, err = StringIO(), StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    settings = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    matmul = torch.get_float32_matmul_precision()
+    handlers = [
+        h for h in _all_handlers() if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+    streams = [h.stream for h in handlers]
+    bertkit.plugins._pm = None  # entry points and BERTKIT_LOAD_PLUGINS are read anew, as at start-up
+    bertkit.plugins._sources.clear()
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    try:
+        with warnings.catch_warnings(), redirect_stdout(out), redirect_stderr(err):
+            warnings.resetwarnings()  # a new process's filters; shown again although seen before here
+            warnings.simplefilter("default")
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.showwarning = _to_stderr  # as a process prints them (pytest would record them)
+            for handler, stream in zip(handlers, streams):
+                handler.setStream(out if stream in (sys.stdout, sys.__stdout__) else err)
+            try:
+                code = main(args)
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        for handler, stream in zip(handlers, streams):
+            handler.setStream(stream)
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        torch.set_num_threads(settings[0])
+        torch.use_deterministic_algorithms(settings[1])
+        torch.set_float32_matmul_precision(matmul)
+        bertkit.run_folder.release_all()
+    return subprocess.CompletedProcess(["bertkit", *args], code, out.getvalue(), err.getvalue())
+
+
+def _to_stderr(message, category, filename, lineno, file=None, line=None) -> None:
+    import warnings
+
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _all_handlers() -> list[logging.Handler]:
+    loggers = [
+        logging.getLogger(),
+        *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
+    return [h for logger in loggers for h in logger.handlers]
 
 
 # Small settings so a whole fit on the bundled sample takes seconds.

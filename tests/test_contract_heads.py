@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_bertkit
+from tests.conftest import ROOT, run_bertkit_fresh
 from tests.test_plugins import env_with, pip_install_target
 
 FIXTURE = ROOT / "tests" / "fixtures" / "bertkit-contract-heads"
@@ -83,12 +83,12 @@ def test_word_tagger_with_its_own_padded_key(site, tmp_path):
     config = recipe(tmp_path, "WordTaggingHead", {"train": "train.tags", "validation": "dev.tags", "test": "test.tags"})
     env = env_with(site, BERTKIT_LOAD_PLUGINS="word_tagger")
 
-    run_bertkit("fit", "--config", str(config), cwd=tmp_path, env=env)
+    run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)
     ckpt = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["head"]["init_args"]["tags"] == ["COLOUR", "NUMBER", "O"]  # learned
-    assert score(run_bertkit("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env).stdout,
+    assert score(run_bertkit_fresh("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env).stdout,
                  "test/score") >= 0.95  # fmt: skip
-    run_bertkit(
+    run_bertkit_fresh(
         "predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "words.tags",
         cwd=tmp_path, env=env,
     )  # fmt: skip
@@ -110,11 +110,11 @@ def test_readme_score_head_trains_tests_and_predicts(site, tmp_path):
     config = recipe(tmp_path, "ScoreHead", {"train": "train.tsv", "validation": "test.tsv", "test": "test.tsv"})
     env = env_with(site, BERTKIT_LOAD_PLUGINS="score_head")
 
-    run_bertkit("fit", "--config", str(config), cwd=tmp_path, env=env)
-    mse = score(run_bertkit("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env).stdout,
+    run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)
+    mse = score(run_bertkit_fresh("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env).stdout,
                 "test/score")  # fmt: skip
     assert mse < 0.5  # the colour count varies by about 1.3 (variance ~1.6): it learned
-    run_bertkit(
+    run_bertkit_fresh(
         "predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "texts.txt",
         cwd=tmp_path, env=env,
     )  # fmt: skip

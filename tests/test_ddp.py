@@ -5,7 +5,6 @@ prediction once."""
 
 from __future__ import annotations
 
-import csv
 import json
 import random
 import shutil
@@ -14,28 +13,26 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import RECIPE, ROOT, run_bertkit
+from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
 from tests.test_qa_train import toy_squad
 
 TWO = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 QUIET = ["--trainer.enable_progress_bar=false"]
 
 
-def newest_scores(logs: Path, prefix: str) -> dict[str, float]:
-    """The ``prefix`` metrics of the newest CSVLogger version under ``logs``."""
-    newest = max(logs.glob("version_*/metrics.csv"), key=lambda p: int(p.parent.name.split("_")[1]))
-    rows = list(csv.DictReader(newest.open()))
-    return {k: float(v) for row in rows for k, v in row.items() if k.startswith(prefix) and v}
+def written_scores(run_folder: Path, command: str) -> dict[str, float]:
+    """The scores ``bertkit validate|test`` wrote last to ``<run folder>/<command>_scores.json``."""
+    return json.loads((run_folder / f"{command}_scores.json").read_text())["scores"]
 
 
 def fit_then_validate_on_one_and_two(args: list[str], cwd: Path, run: str) -> tuple[dict, dict]:
     """Fit two steps, then the validation scores of ``last.ckpt`` on 1 and on 2 processes
     (without ``val/loss``: a mean of per-process means, not the 1-process mean)."""
-    run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=cwd)
+    run_bertkit_fresh("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=cwd)
     scores = []
     for processes in ([], TWO):
-        run_bertkit("validate", *args, "--ckpt_path=last", *processes, cwd=cwd)
-        scores.append({k: v for k, v in newest_scores(cwd / f"runs/{run}/logs", "val/").items() if k != "val/loss"})
+        run_bertkit_fresh("validate", *args, "--ckpt_path=last", *processes, cwd=cwd)
+        scores.append({k: v for k, v in written_scores(cwd / f"runs/{run}", "validate").items() if k != "val/loss"})
     return scores[0], scores[1]
 
 
@@ -49,10 +46,10 @@ def ner_run(sample_run, tmp_path):
 def test_ner_scores_on_two_processes_match_one(ner_run, stage):
     args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
     prefix = "val/" if stage == "validate" else "test/"
-    run_bertkit(stage, *args, cwd=ner_run)
-    one = newest_scores(ner_run / "runs/ner/logs", prefix)
-    run_bertkit(stage, *args, *TWO, cwd=ner_run)
-    two = newest_scores(ner_run / "runs/ner/logs", prefix)
+    run_bertkit_fresh(stage, *args, cwd=ner_run)
+    one = written_scores(ner_run / "runs/ner", stage)
+    run_bertkit_fresh(stage, *args, *TWO, cwd=ner_run)
+    two = written_scores(ner_run / "runs/ner", stage)
     assert one.keys() == two.keys() and f"{prefix}f1_PER" in one
     scores = [f"{prefix}{k}" for k in ("f1", "precision", "recall", "f1_PER", "f1_MISC")]
     assert all(abs(one[k] - two[k]) < 1e-6 for k in scores), (one, two)
@@ -61,9 +58,9 @@ def test_ner_scores_on_two_processes_match_one(ner_run, stage):
 def test_ner_predict_on_two_processes_writes_what_one_does(ner_run):
     args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
     out = ner_run / "runs/ner/predictions.jsonl"
-    run_bertkit("predict", *args, cwd=ner_run)
+    run_bertkit_fresh("predict", *args, cwd=ner_run)
     single = out.read_text()
-    run_bertkit("predict", *args, *TWO, cwd=ner_run)
+    run_bertkit_fresh("predict", *args, *TWO, cwd=ner_run)
     assert out.read_text() == single and len(single.splitlines()) > 50
 
 
@@ -82,9 +79,9 @@ def test_squad_windows_split_across_processes_give_the_same_answers(tmp_path):
 
     predict = [*args, "--ckpt_path=last", "--data.predict_file=dev.json"]
     out = tmp_path / "runs/squad/predictions.jsonl"
-    run_bertkit("predict", *predict, cwd=tmp_path)
+    run_bertkit_fresh("predict", *predict, cwd=tmp_path)
     single = out.read_text()
-    run_bertkit("predict", *predict, *TWO, cwd=tmp_path)
+    run_bertkit_fresh("predict", *predict, *TWO, cwd=tmp_path)
     assert out.read_text() == single and len(single.splitlines()) == 9
 
 
@@ -131,7 +128,7 @@ def test_fit_on_two_processes(tmp_path, head):
     recipe, extra, write = FIT_ON_TWO[head]
     if write is not None:
         write(tmp_path, 16)
-    run_bertkit(
+    run_bertkit_fresh(
         "fit", "--config", str(ROOT / "recipes" / recipe), *TINY, *extra, *TWO, *QUIET, "--trainer.max_steps=2",
         "--trainer.limit_val_batches=0", "--data.batch_size=4", cwd=tmp_path,
     )  # fmt: skip

@@ -14,7 +14,7 @@ import torch
 from bertkit_plugins.question_answering import QuestionAnsweringHead
 
 from bertkit import BertDataModule, BertModule
-from tests.conftest import ROOT, fit_between_validations, run_bertkit
+from tests.conftest import ROOT, fit_between_validations, run_bertkit_fresh
 
 WORDS = ["apple", "river", "candle", "garden", "window", "silver", "market", "forest", "pencil", "harbor"]
 PLACES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Delhi"]
@@ -88,11 +88,11 @@ def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> Non
         "--data.max_length=64", "--data.batch_size=8", "--model.head.init_args.doc_stride=24",
         "--trainer.enable_progress_bar=false",
     ]  # fmt: skip
-    run_bertkit("fit", *settings, "--trainer.max_epochs=1", cwd=tmp_path)
+    run_bertkit_fresh("fit", *settings, "--trainer.max_epochs=1", cwd=tmp_path)
     checkpoint = torch.load(tmp_path / "runs/squad_v2/checkpoints/last.ckpt", weights_only=True)
     tuned = float(checkpoint["state_dict"]["head.tuned_threshold"])
     assert tuned == tuned  # tune_threshold: a threshold was adopted on validation (not NaN)
-    run_bertkit("predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path)
+    run_bertkit_fresh("predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path)
     records = [json.loads(line) for line in (tmp_path / "runs/squad_v2/predictions.jsonl").read_text().splitlines()]
     assert records[0]["id"] == "a" and records[1]["id"].endswith("questions.jsonl:2")
     for record, question in zip(records, questions):

@@ -10,7 +10,7 @@ import signal
 
 import torch
 
-from tests.conftest import RECIPE, ROOT, run_bertkit
+from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
 
 ARGS = [
     "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
@@ -29,16 +29,16 @@ def final(run) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
 def test_kill_9_then_resume_ends_as_the_uninterrupted_run(tmp_path):
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     whole.mkdir(), broken.mkdir()
-    run_bertkit("fit", *ARGS, cwd=whole)
+    run_bertkit_fresh("fit", *ARGS, cwd=whole)
     env = {"PYTHONPATH": str(ROOT)}
-    killed = run_bertkit(
+    killed = run_bertkit_fresh(
         "fit", *ARGS, "--trainer.callbacks+=tests.kill.KillAtStep", "--trainer.callbacks.step=9",
         cwd=broken, env=env, check=False,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL
     assert torch.load(broken / "runs/ner/checkpoints/last.ckpt", weights_only=True)["global_step"] == 6
     assert not list((broken / "runs/ner/checkpoints").glob(".*.tmp"))
-    run_bertkit("fit", *ARGS, "--ckpt_path=last", cwd=broken)
+    run_bertkit_fresh("fit", *ARGS, "--ckpt_path=last", cwd=broken)
     (weights, scores), (resumed, resumed_scores) = final(whole), final(broken)
     assert weights.keys() == resumed.keys()
     assert [k for k in weights if not torch.equal(weights[k], resumed[k])] == []
