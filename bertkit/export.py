@@ -100,3 +100,31 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
         for written in sorted(Path(folder).iterdir(), key=lambda p: p == tmp):  # weights first, the graph last
             os.replace(written, target.parent / written.name)
     return worst
+
+
+def quantize_onnx(source: str | Path, path: str | Path, per_channel: bool = False) -> tuple[int, int]:
+    """Write an int8 copy of the ONNX model at ``source`` to ``path`` (atomically): ONNX Runtime's
+    dynamic quantization (``quantize_dynamic``, ``QInt8`` weights of MatMul/Gemm; activations are
+    quantized per batch at run time). ``benchmarks/onnx_int8.py`` measures what it changes.
+
+    Args:
+        source: an fp32 ``model.onnx`` (``export_onnx``).
+        path: where to write the int8 model (``model.int8.onnx``).
+        per_channel: one scale per output channel of each weight instead of one per tensor.
+
+    Returns:
+        The sizes in bytes of ``source`` and of the int8 model.
+
+    Raises:
+        ImportError: onnxruntime or onnx is missing (``pip install 'bertkit[onnx]'``).
+    """
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as err:
+        raise ImportError(f"int8 ONNX needs the onnx extra: pip install 'bertkit[onnx]' ({err})") from None
+    target = Path(path)
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as folder:
+        tmp = Path(folder) / target.name
+        quantize_dynamic(Path(source), tmp, per_channel=per_channel, weight_type=QuantType.QInt8)
+        os.replace(tmp, target)
+    return Path(source).stat().st_size, target.stat().st_size

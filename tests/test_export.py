@@ -123,7 +123,7 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
     from bertkit.cli import main
 
     (best,) = [p for p in (sample_run / "runs/ner/checkpoints").glob("*.ckpt") if p.name != "last.ckpt"]
-    assert main(["export", str(best), str(tmp_path / "out")]) == 0
+    assert main(["export", str(best), str(tmp_path / "out"), "--int8", "true"]) == 0
     assert "onnxruntime vs bertkit" in capsys.readouterr().out
     # MiniLM's 90 MB of weights: the folder is self-contained, so it still runs after a move
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")) == []
@@ -140,15 +140,23 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
     real = inputs["attention_mask"].bool()
     torch.testing.assert_close(torch.from_numpy(onnx_logits)[real], logits[real], atol=1e-4, rtol=1e-4)
     assert hf.config.id2label[1].startswith(("B-", "I-"))
+    # int8: at most 40 % of the size, self-contained, its logits following the fp32 ones (this
+    # barely trained model's logits are small; accuracy on trained models: benchmarks/onnx_int8.py)
+    assert (tmp_path / "moved/model.int8.onnx").stat().st_size < 0.4 * (tmp_path / "moved/model.onnx").stat().st_size
+    (int8_logits,) = onnxruntime.InferenceSession(str(tmp_path / "moved/model.int8.onnx")).run(
+        ["logits"], {k: v.numpy() for k, v in inputs.items()}
+    )
+    pair = torch.stack([torch.from_numpy(int8_logits)[real].flatten(), logits[real].flatten()])
+    assert not torch.equal(pair[0], pair[1]) and torch.corrcoef(pair)[0, 1] > 0.95
 
 
 def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(
     sample_run, tmp_path, monkeypatch, capsys
 ):
-    import bertkit.export
+    import bertkit.commands
     from bertkit.cli import main
 
-    monkeypatch.setattr(bertkit.export, "find_spec", lambda name: None if name == "onnxruntime" else object())
+    monkeypatch.setattr(bertkit.commands, "find_spec", lambda name: None if name == "onnxruntime" else object())
     assert main(["export", str(sample_run / "runs/ner/checkpoints/last.ckpt"), str(tmp_path / "out")]) == 0
     assert "pip install 'bertkit[onnx]'" in capsys.readouterr().out
     assert (tmp_path / "out/model.safetensors").is_file() and not (tmp_path / "out/model.onnx").exists()
