@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from provenance import commit, header
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "cli_startup.json"
@@ -30,7 +30,10 @@ COMMANDS = [
     ["prepare", "--help"],
     ["fit", "--config", "recipes/nope.yaml"],
 ]
-IMPORTS = {"python -c 'import torch'": "import torch", "python -c 'import pytorch_lightning'": "import pytorch_lightning"}
+IMPORTS = {
+    "python -c 'import torch'": "import torch",
+    "python -c 'import pytorch_lightning'": "import pytorch_lightning",
+}
 
 
 def seconds(cmd: list[str], repeat: int) -> float:
@@ -47,9 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    commit = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    measured = commit()
     runs = []
     for cmd in COMMANDS:
         runs.append({"command": "bertkit " + " ".join(cmd), "seconds": round(seconds([BERTKIT, *cmd], args.repeat), 2)})
@@ -57,15 +58,12 @@ def main() -> None:
     for name, code in IMPORTS.items():
         runs.append({"command": name, "seconds": round(seconds([sys.executable, "-c", code], args.repeat), 2)})
         print(runs[-1], flush=True)
-    result = {
-        "benchmark": "bertkit start-up: light commands against the imports they avoid (median wall seconds)",
-        "command": "python benchmarks/cli_startup.py",
-        "commit": commit,
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpu_threads": os.cpu_count(), "gpu": None, "python": platform.python_version()},
-        "repeat": args.repeat,
-        "runs": runs,
-    }
+    result = header(
+        "bertkit start-up: light commands against the imports they avoid (median wall seconds)",
+        "python benchmarks/cli_startup.py",
+        measured,
+    )
+    result |= {"repeat": args.repeat, "runs": runs}
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {OUT}")
 

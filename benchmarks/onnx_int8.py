@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import onnxruntime
 import torch
+from provenance import commit, header
 
 from bertkit import BertModule, compose
 from bertkit.export import export_onnx, quantize_onnx
@@ -73,9 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     if not os.environ.get("BERTKIT_DATA_DIR"):
         raise SystemExit("set BERTKIT_DATA_DIR to the folder with ner/conll2003 and classification/sst2")
-    commit = subprocess.run(
-        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    measured = commit()
     runs = []
     for task, (recipe, metric) in TASKS.items():
         work = args.work / task
@@ -107,20 +105,15 @@ def main() -> None:
                 "test_seconds": round(seconds, 1), "train_batches": args.train_batches,
             })  # fmt: skip
             print(runs[-1], flush=True)
-    result = {
-        "benchmark": "int8 ONNX (dynamic quantization) against fp32: test scores of fine-tuned MiniLM",
-        "command": "BERTKIT_DATA_DIR=../shared/data python benchmarks/onnx_int8.py",
-        "commit": commit,
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {
-            "cpu_threads": torch.get_num_threads(),
-            "gpu": None,
-            "torch": torch.__version__,
-            "onnxruntime": onnxruntime.__version__,
-            "python": platform.python_version(),
-        },  # fmt: skip
-        "runs": runs,
-    }
+    result = header(
+        "int8 ONNX (dynamic quantization) against fp32: test scores of fine-tuned MiniLM",
+        "BERTKIT_DATA_DIR=../shared/data python benchmarks/onnx_int8.py",
+        measured,
+        cpu_threads=torch.get_num_threads(),
+        torch=torch.__version__,
+        onnxruntime=onnxruntime.__version__,
+    )
+    result["runs"] = runs
     with atomic_path(OUT) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {OUT}")

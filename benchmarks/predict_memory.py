@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from provenance import commit, header
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "predict_memory.json"
@@ -62,9 +62,7 @@ def peak_rss_mb(args: list[str], cwd: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    commit = subprocess.run(  # the code measured: taken before the run
-        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    measured = commit()  # the code measured: taken before the run
     env_data = os.environ.pop("BERTKIT_DATA_DIR", None)  # the bundled sample trains the model
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -90,14 +88,12 @@ def main() -> None:
             print(runs[-1], flush=True)
     if env_data is not None:
         os.environ["BERTKIT_DATA_DIR"] = env_data
-    result = {
-        "benchmark": "bertkit predict: peak memory against input size, in parts and in one pass",
-        "command": "python benchmarks/predict_memory.py",
-        "commit": commit,
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpu_threads": os.cpu_count(), "gpu": None, "python": platform.python_version()},
-        "runs": runs,
-    }
+    result = header(
+        "bertkit predict: peak memory against input size, in parts and in one pass",
+        "python benchmarks/predict_memory.py",
+        measured,
+    )
+    result["runs"] = runs
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {OUT}")
 

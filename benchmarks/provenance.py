@@ -1,0 +1,31 @@
+"""What every result file states about where it came from: the benchmark, the command that wrote
+it, the commit measured (taken before the run), the date and the machine."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def commit() -> str:
+    """``git describe --always --dirty`` of the repository: call it before measuring."""
+    return subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def header(benchmark: str, command: str, measured: str, **machine: Any) -> dict[str, Any]:
+    """The first keys of a result file; ``machine`` adds to the CPU threads, GPU and Python."""
+    return {
+        "benchmark": benchmark,
+        "command": command,
+        "commit": measured,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cpu_threads": os.cpu_count(), "gpu": None, "python": platform.python_version(), **machine},
+    }
