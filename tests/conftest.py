@@ -54,11 +54,12 @@ def run_bertkit(
     """Run ``bertkit ARGS`` in ``cwd``: the console script's ``bertkit.cli.main`` in this process
     (``in_process``: torch and Lightning are imported once per test process, not once per
     command), or the console script in a new process (``fresh_process``: runs that spawn
-    processes from ``sys.argv`` (DDP), are killed, or need a new interpreter's ``sys.path``)."""
+    processes from ``sys.argv`` (DDP), are killed, or need a new interpreter's ``sys.path``, as
+    any run given ``PYTHONPATH`` does)."""
     # Recipes fall back to the bundled sample: drop the real-data folder unless a test sets it.
     full_env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
     full_env.update({"PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})})
-    if fresh_process:
+    if fresh_process or "PYTHONPATH" in (env or {}):  # sys.path is set when a process starts
         exe = Path(sys.executable).with_name("bertkit")
         proc = subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900)
     else:

@@ -81,7 +81,7 @@ def test_a_checkpoint_cannot_make_bertkit_import_a_file_beside_it(sample_run, tm
         ["export", str(path), "out", "--onnx", "false"],
         ["test", "--config", str(RECIPE), f"--ckpt_path={path}"],
     ):
-        proc = run_bertkit(*command, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, check=False, fresh_process=True)
+        proc = run_bertkit(*command, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, check=False)
         assert proc.returncode == 2 and "does not import code" in proc.stderr, proc.stderr[-2000:]
     assert "bk_utils" not in sys.modules and not (tmp_path / "MARKER").exists()
 
