@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from bertkit.choices import check
 from bertkit.heads import Batch, Feature, Head
+from bertkit.hf_datasets import HFSplits, load_splits
 from bertkit.io import text_lines
 from bertkit.multitask import TaskData
 from bertkit.samplers import (
@@ -89,6 +90,12 @@ class BertDataModule(pl.LightningDataModule):
     Args:
         data_dir: directory holding the split files.
         dataset: the data set's path under ``$BERTKIT_DATA_DIR`` (e.g. ``ner/conll2003``).
+        hf_dataset: read the splits with Hugging Face ``datasets`` instead (the ``datasets``
+            extra): a data set name, a ``save_to_disk`` folder, a folder of data files, or a
+            Parquet/Arrow/JSON/CSV file (``bertkit.hf_datasets``). Each ``*_file`` then names a
+            split of it; a name it does not have means the split named like bertkit's
+            (``train``, ``validation``, ``test``; ``test`` for predict).
+        hf_config: the data set's configuration (``datasets.load_dataset``'s ``name``).
         train_file: training split: absolute, relative to the working directory if it exists
             there, else relative to the data directory (the same for every ``*_file``).
         validation_file: validation split; None to skip validation (or see ``validation_split``).
@@ -132,6 +139,8 @@ class BertDataModule(pl.LightningDataModule):
         self,
         data_dir: str | None = None,
         dataset: str | None = None,
+        hf_dataset: str | None = None,
+        hf_config: str | None = None,
         train_file: str | None = None,
         validation_file: str | None = None,
         test_file: str | None = None,
@@ -176,7 +185,7 @@ class BertDataModule(pl.LightningDataModule):
         self.save_hyperparameters()
         # Plain values only in hyper-parameters (checkpoints load with weights_only=True).
         self.hparams["tasks"] = {n: asdict(t) if isinstance(t, TaskData) else dict(t) for n, t in (tasks or {}).items()}
-        self._sources: dict[str | None, Path | dict[str, Path]] = {}
+        self._sources: dict[str | None, Path | dict[str, Path] | HFSplits] = {}
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
         self._attached: Any = None
@@ -197,7 +206,7 @@ class BertDataModule(pl.LightningDataModule):
             )
         return self._attached
 
-    def data_source(self, task: str | None = None) -> Path | dict[str, Path]:
+    def data_source(self, task: str | None = None) -> Path | dict[str, Path] | HFSplits:
         """The data directory, or the head's sample files by split (see the class docstring), of
         the single task or of ``task`` in ``data.tasks``."""
         if task not in self._sources:
@@ -213,8 +222,10 @@ class BertDataModule(pl.LightningDataModule):
         """Where the single task's or ``task``'s settings are, for messages."""
         return "data" if task is None else f"data.tasks.{task}"
 
-    def _find_source(self, task: str | None) -> Path | dict[str, Path]:
+    def _find_source(self, task: str | None) -> Path | dict[str, Path] | HFSplits:
         files, field = self._files(task), self._field(task)
+        if files.get("hf_dataset"):
+            return load_splits(files["hf_dataset"], files.get("hf_config"))
         if files["data_dir"]:
             return Path(files["data_dir"]).expanduser()
         root = os.environ.get(DATA_ENV)
@@ -256,6 +267,8 @@ class BertDataModule(pl.LightningDataModule):
         source = None if given.is_absolute() or given.is_file() else self.data_source(task)
         if source is None:
             path = given
+        elif isinstance(source, HFSplits):
+            path = source.path(split, name, self._field(task))
         elif not isinstance(source, dict):
             path = source / given
         elif split == "predict" and name != self._files(task)["test_file"]:

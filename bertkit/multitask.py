@@ -37,11 +37,14 @@ TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 @dataclass
 class TaskData:
     """One task's data: where its split files are, as ``BertDataModule``'s arguments of the same
-    names say (``data_dir``, else ``$BERTKIT_DATA_DIR/<dataset>``, else the head's bundled sample).
+    names say (``hf_dataset``, else ``data_dir``, else ``$BERTKIT_DATA_DIR/<dataset>``, else the
+    head's bundled sample).
     A split file left out means the task has no such split (no validation, no test …)."""
 
     data_dir: str | None = None
     dataset: str | None = None
+    hf_dataset: str | None = None
+    hf_config: str | None = None
     train_file: str | None = None
     validation_file: str | None = None
     test_file: str | None = None

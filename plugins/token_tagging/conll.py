@@ -7,6 +7,7 @@ BIOES and always converted to IOB2 (B- begins every entity), the scheme the mode
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,52 @@ def read_conll(
         words.append(cols[0])
         lines.append(number)
     flush()
+    return sentences
+
+
+def read_tagged_jsonl(
+    path: str | Path,
+    scheme: TagScheme = "IOB1",
+    tokens_field: str = "tokens",
+    tags_field: str = "ner_tags",
+    labelled: bool = True,
+) -> list[Sentence]:
+    """Read JSON Lines of tokenized sentences, ``{"tokens": [...], "ner_tags": [...]}``: the layout
+    of Hugging Face token-classification data sets (``bertkit.hf_datasets`` writes their tag ids
+    as names). An empty token list has nothing to tag and is skipped.
+
+    Raises:
+        ValueError: a line that is not a JSON object, a missing or non-list field, tags and tokens
+            of different lengths, or a tag that is not ``O`` or valid in ``scheme`` (names file
+            and line).
+    """
+    path = Path(path)
+    check("tag scheme", scheme, TagScheme)
+    sentences: list[Sentence] = []
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+        fields = (tokens_field, tags_field) if labelled else (tokens_field,)
+        if not isinstance(record, dict) or any(not isinstance(record.get(f), list) for f in fields):
+            raise ValueError(f"{where}: expected a JSON object with list fields {', '.join(map(repr, fields))}")
+        words = [str(w) for w in record[tokens_field]]
+        if not words:
+            continue
+        tags = None
+        if labelled:
+            tags = [str(t) for t in record[tags_field]]
+            if len(tags) != len(words):
+                raise ValueError(f"{where}: {len(words)} tokens but {len(tags)} tags")
+            bad = next((t for t in tags if t != "O" and not _TAG[scheme].match(t)), None)
+            if bad is not None:
+                raise ValueError(f"{where}: tag {bad!r} is not O or a valid {scheme} tag")
+            tags = to_iob2(tags, scheme)
+        sentences.append(Sentence(words, tags, where, [number] * len(words)))
     return sentences
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll
+from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
 from bertkit_plugins.token_tagging.metric import EntityF1
 from bertkit_plugins.token_tagging.windows import make_windows, owners
 from tokenizers import pre_tokenizers
@@ -37,6 +37,8 @@ class TokenTaggingHead(Head):
             of another type in any file is an error naming the file and line.
         tag_scheme: scheme of the input files: IOB1 (CoNLL-2003), IOB2 or BIOES.
         tag_column: column of the tag in CoNLL files (-1 = last).
+        tokens_field: the token list's field in JSON Lines files (``.jsonl``; Hugging Face's name).
+        tags_field: the tag list's field in JSON Lines files (tags as strings in ``tag_scheme``).
         label_all_subwords: also train on non-first sub-words (predictions always use the first).
         stride: tokens of overlap between windows of a sentence longer than ``max_length``.
         classifier_dropout: dropout before the linear tagger.
@@ -47,6 +49,8 @@ class TokenTaggingHead(Head):
         entity_types: list[str],
         tag_scheme: TagScheme = "IOB1",
         tag_column: int = -1,
+        tokens_field: str = "tokens",
+        tags_field: str = "ner_tags",
         label_all_subwords: bool = False,
         stride: int = 32,
         classifier_dropout: float = 0.1,
@@ -87,8 +91,12 @@ class TokenTaggingHead(Head):
                     )
 
     def read(self, path: Path, labelled: bool = True) -> list[Sentence]:
+        """A CoNLL column file, or JSON Lines of tokenized sentences (``.jsonl``)."""
         hp = self.hparams
-        sentences = read_conll(path, hp.tag_scheme, hp.tag_column, labelled)
+        if Path(path).suffix.lower() == ".jsonl":
+            sentences = read_tagged_jsonl(path, hp.tag_scheme, hp.tokens_field, hp.tags_field, labelled)
+        else:
+            sentences = read_conll(path, hp.tag_scheme, hp.tag_column, labelled)
         self._check_types(sentences)
         return sentences
 
