@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,18 @@ def commit() -> str:
 
 
 def header(benchmark: str, command: str, measured: str, **machine: Any) -> dict[str, Any]:
-    """The first keys of a result file; ``machine`` adds to the CPU threads, GPU and Python."""
+    """The first keys of a result file; ``machine`` adds to (or replaces) the CPU threads, GPU,
+    torch and Python versions."""
     return {
         "benchmark": benchmark,
         "command": command,
         "commit": measured,
         "date": time.strftime("%Y-%m-%d"),
-        "machine": {"cpu_threads": os.cpu_count(), "gpu": None, "python": platform.python_version(), **machine},
+        "machine": {
+            "cpu_threads": os.cpu_count(),
+            "gpu": None,
+            "torch": version("torch"),
+            "python": platform.python_version(),
+            **machine,
+        },
     }

@@ -28,7 +28,9 @@ def imported_after(args: list[str]) -> tuple[int, str, list[str]]:
         "        rc = stop.code\n"
         f"print(json.dumps([rc, out.getvalue(), [m for m in {HEAVY!r} if m in sys.modules]]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rc, out, heavy = json.loads(proc.stdout.strip().splitlines()[-1])
     return rc, out, heavy
@@ -78,8 +80,7 @@ def test_help_all_is_lightning_clis_full_help() -> None:
 
 
 def test_plugin_packages_export_their_classes_on_first_use() -> None:
-    import bertkit_plugins.pretraining as pretraining
-    import bertkit_plugins.token_tagging as token_tagging
+    from bertkit_plugins import pretraining, token_tagging
 
     from bertkit.heads import Head
 
