@@ -70,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train-batches", type=int, default=300)
     parser.add_argument("--work", type=Path, default=Path("runs/onnx_int8"))
+    parser.add_argument("--reuse", action="store_true", help="score the checkpoints already in --work")
     args = parser.parse_args()
     if not os.environ.get("BERTKIT_DATA_DIR"):
         raise SystemExit("set BERTKIT_DATA_DIR to the folder with ner/conll2003 and classification/sst2")
@@ -77,22 +78,24 @@ def main() -> None:
     runs = []
     for task, (recipe, metric) in TASKS.items():
         work = args.work / task
-        checkpoint = fine_tune(recipe, work, args.train_batches)
+        checkpoint = work / "checkpoints" / "last.ckpt"
+        if not (args.reuse and checkpoint.is_file()):
+            checkpoint = fine_tune(recipe, work, args.train_batches)
         model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu").eval()
         run = compose(ROOT / recipe, overrides={"trainer.enable_progress_bar": False})
         run.datamodule.attach(model)
         run.datamodule.setup("test")
         loader = run.datamodule.test_dataloader()
         outputs = list(model.head.onnx_outputs)
-        fp32, int8, channel = work / "model.onnx", work / "model.int8.onnx", work / "model.int8-channel.onnx"
+        fp32, tensor, channel = work / "model.onnx", work / "model.int8-tensor.onnx", work / "model.int8.onnx"
         export_onnx(model, fp32)
-        quantize_onnx(fp32, int8)
+        quantize_onnx(fp32, tensor, per_channel=False)
         quantize_onnx(fp32, channel, per_channel=True)
         variants = {
             "bertkit (torch fp32)": (None, model),
             "ONNX fp32": (fp32, onnx_forward(fp32, outputs)),
-            "ONNX int8 (--int8 true)": (int8, onnx_forward(int8, outputs)),
-            "ONNX int8, per channel": (channel, onnx_forward(channel, outputs)),
+            "ONNX int8, per tensor": (tensor, onnx_forward(tensor, outputs)),
+            "ONNX int8, per channel (--int8 true)": (channel, onnx_forward(channel, outputs)),
         }
         baseline = None
         for name, (path, forward) in variants.items():
