@@ -121,7 +121,8 @@ def run_table(path: Path) -> list[str]:
         lines.append("")
     for key, rows in data.items():  # lists of flat records (one per run) as tables
         if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
-            columns = [c for c in rows[0] if all(not isinstance(r.get(c), (dict, list)) for r in rows)]
+            every = list(dict.fromkeys(c for r in rows for c in r))  # rows may differ (a metric per task)
+            columns = [c for c in every if all(not isinstance(r.get(c), (dict, list)) for r in rows)]
             if columns:
                 lines += [f"{key}:", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
                 lines += ["| " + " | ".join(number(r.get(c, "")) for c in columns) + " |" for r in rows]
