@@ -95,6 +95,23 @@ def write_jsonl(target: str | Path, records: Iterable[dict[str, Any]]) -> int:
     return count
 
 
+def json_lines(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(file:line, value)`` for each non-blank line of a JSON Lines file, as read.
+
+    Raises:
+        FileNotFoundError, ValueError: as ``text_lines``; a line that is not valid JSON (names
+            file and line).
+    """
+    for number, line in text_lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            yield where, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+
+
 def read_json(path: str | Path, missing: str) -> Any:
     """The JSON value in ``path``.
 

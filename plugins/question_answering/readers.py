@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertkit.io import read_text, text_lines
+from bertkit.io import json_lines, read_text
 
 EXACT, RELOCATED, NOT_FOUND = "exact", "relocated", "not found"
 
@@ -174,14 +174,7 @@ def read_qa_jsonl(path: Path, labelled: bool = True) -> list[QAExample]:
             (names the file and line).
     """
     examples = []
-    for number, line in text_lines(path):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+    for where, record in json_lines(path):
         if not isinstance(record, dict) or not isinstance(record.get("context"), str):
             raise ValueError(f"{where}: expected a JSON object with 'question' and 'context' strings")
         examples.append(_example(record, record["context"], where, where, labelled))

@@ -7,14 +7,13 @@ where it is. Blank lines are skipped; a row without a needed column is an error,
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from bertkit.choices import check
-from bertkit.io import text_lines
+from bertkit.io import json_lines, text_lines
 
 Quoting = Literal["minimal", "multiline", "none"]
 QUOTING = {"minimal": csv.QUOTE_MINIMAL, "multiline": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
@@ -138,24 +137,18 @@ def read_jsonl(path: Path, text_field: str, text_pair_field: str | None, label_f
         ValueError: a line that is not a JSON object, or lacks a field (names file and line).
     """
     examples = []
-    for number, line in text_lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+    for where, record in json_lines(path):
         if not isinstance(record, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
         for role, field in (("text", text_field), ("text pair", text_pair_field), ("label", label_field)):
             if field is not None and field not in record:
-                raise ValueError(f"{path}:{number}: no {role} field {field!r}; the object has {sorted(record)}")
+                raise ValueError(f"{where}: no {role} field {field!r}; the object has {sorted(record)}")
         examples.append(
             Example(
                 str(record[text_field]),
                 None if text_pair_field is None else str(record[text_pair_field]),
                 None if label_field is None else record[label_field],
-                f"{path}:{number}",
+                where,
             )
         )
     return examples

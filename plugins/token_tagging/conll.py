@@ -7,14 +7,13 @@ BIOES and always converted to IOB2 (B- begins every entity), the scheme the mode
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from bertkit.choices import check
-from bertkit.io import text_lines
+from bertkit.io import json_lines, text_lines
 
 COLUMNS = re.compile(r"[ \t]+")
 """Column separators: ASCII spaces and tabs only; a no-break space (U+00A0) or other Unicode
@@ -149,14 +148,7 @@ def read_tagged_jsonl(
     path = Path(path)
     check("tag scheme", scheme, TagScheme)
     sentences: list[Sentence] = []
-    for number, line in text_lines(path):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+    for where, record in json_lines(path):
         fields = (tokens_field, tags_field) if labelled else (tokens_field,)
         if not isinstance(record, dict) or any(not isinstance(record.get(f), list) for f in fields):
             raise ValueError(f"{where}: expected a JSON object with list fields {', '.join(map(repr, fields))}")
@@ -172,6 +164,7 @@ def read_tagged_jsonl(
             if bad is not None:
                 raise ValueError(f"{where}: tag {bad!r} is not O or a valid {scheme} tag")
             tags = to_iob2(tags, scheme)
+        number = int(where.rpartition(":")[2])
         sentences.append(Sentence(words, tags, where, [number] * len(words)))
     return sentences
 
