@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import common
 from bertkit_plugins.pretrained import locate_minilm
 from bertkit_plugins.token_tagging.conll import Sentence, read_conll
-from provenance import commit
+from provenance import started
 
 
 def write_conll(path: Path, sentences: list[Sentence]) -> None:
@@ -113,7 +111,7 @@ def main() -> None:
         "--output", type=Path, default=common.ROOT / "benchmarks" / "results" / "ner_vs_transformers.json"
     )
     args = parser.parse_args()
-    measured = commit()
+    provenance = started("ner_vs_transformers.py")
 
     train = read_conll(args.data_dir / "eng.train")[: args.train_sentences]
     test = read_conll(args.data_dir / "eng.testb")
@@ -124,9 +122,7 @@ def main() -> None:
         ours = run_bertkit(args, work)
         theirs = None if args.bertkit_only else run_transformers(args, train, test, work)
     result = {
-        "command": " ".join(["python benchmarks/ner_vs_transformers.py", *sys.argv[1:]]),
-        "commit": measured,
-        "date": time.strftime("%Y-%m-%d"),
+        **provenance,
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "machine": common.machine(),
         "bertkit": ours,

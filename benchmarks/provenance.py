@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -19,6 +20,16 @@ def commit() -> str:
     return subprocess.run(
         ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+def started(script: str) -> dict[str, str]:
+    """``command`` (the script and its arguments as given), ``commit`` and ``date`` of a run,
+    taken when it starts."""
+    return {
+        "command": " ".join([f"python benchmarks/{script}", *sys.argv[1:]]),
+        "commit": commit(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
 
 
 def header(benchmark: str, command: str, measured: str, **machine: Any) -> dict[str, Any]:

@@ -35,6 +35,7 @@ import numpy as np
 from bertkit_plugins.pretrained import locate_minilm
 from bertkit_plugins.question_answering.metric import SquadScore
 from bertkit_plugins.question_answering.readers import QAExample
+from provenance import started
 from squad_split import split_articles
 from torchmetrics.text import SQuAD
 
@@ -191,6 +192,7 @@ def main() -> None:
         "--output", type=Path, default=common.ROOT / "benchmarks" / "results" / "squad_vs_transformers.json"
     )
     args = parser.parse_args()
+    provenance = started("squad_vs_transformers.py")
 
     document = json.loads(args.source.read_text(encoding="utf-8"))
     train_articles, eval_articles = split_articles(document, args.eval_articles, args.split_seed)
@@ -220,6 +222,7 @@ def main() -> None:
         theirs = None if args.bertkit_only else run_transformers(args, data.examples["train"], test, Path(tmp))[0]
 
     result = {
+        **provenance,
         "task": "squad v1.1, split by article",
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "split": {
