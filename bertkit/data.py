@@ -281,6 +281,23 @@ class BertDataModule(pl.LightningDataModule):
             raise FileNotFoundError(f"{path}: {self._field(task)}.{split}_file not found")
         return path
 
+    def check_files(self, stage: str) -> None:
+        """Check, before any model is built, that the split files ``stage`` reads exist where a
+        data directory (``data_dir``, or ``$BERTKIT_DATA_DIR/<dataset>``) says they are; files the
+        head's sample or ``hf_dataset`` provide are checked when read.
+
+        Raises:
+            FileNotFoundError: a split file is missing (named as ``_path`` names it).
+        """
+        splits = {"fit": ["train", "validation"], "validate": ["validation"], "test": ["test"], "predict": ["predict"]}
+        for task in list(self.hparams.tasks) or [None]:
+            files = self._files(task)
+            if files.get("hf_dataset") or not (files["data_dir"] or (os.environ.get(DATA_ENV) and files["dataset"])):
+                continue
+            for split in splits.get(stage, []):
+                if files[f"{split}_file"] is not None:
+                    self._path(split, files[f"{split}_file"], task)
+
     def _read(self, split: str) -> list[Any]:
         """The split's examples: from the single task's file, or from the file of every task that
         has one (as ``TaskExample``s, task after task).

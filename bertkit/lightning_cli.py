@@ -63,6 +63,9 @@ class BertkitCLI(LightningCLI):
     @override
     def before_instantiate_classes(self) -> None:
         place_outputs(self._get(self.config, "trainer"), self.subcommand)
+        if self.subcommand is not None:  # missing data files are named before the model is built
+            data = self._get(self.config, "data")
+            BertDataModule(**{k: v for k, v in data.items() if k != "__path__"}).check_files(self.subcommand)
 
     def add_arguments_to_parser(self, parser: Any) -> None:
         parser.add_argument(

@@ -139,3 +139,12 @@ def test_predict_in_parts_writes_what_one_pass_does(sample_run, tmp_path):
         outputs.append(out.read_text())
         assert not out.with_name(out.name + ".partial").exists()
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 23
+
+
+def test_a_missing_data_file_is_named_before_the_model_is_built(tmp_path):
+    # The model's weights do not exist either: the data error must come first.
+    missing = ["--model.pretrained", str(tmp_path / "no_model"), f"--data.data_dir={tmp_path / 'none'}"]
+    proc = run_bertkit("fit", "--config", str(RECIPE), *missing, cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and f"{tmp_path / 'none' / 'eng.train'}: data.train_file not found" in proc.stderr
+    proc = run_bertkit("test", "--config", str(RECIPE), *missing, "--ckpt_path=last", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and f"{tmp_path / 'none' / 'eng.testb'}: data.test_file not found" in proc.stderr
