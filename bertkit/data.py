@@ -282,21 +282,22 @@ class BertDataModule(pl.LightningDataModule):
         return path
 
     def check_files(self, stage: str) -> None:
-        """Check, before any model is built, that the split files ``stage`` reads exist where a
-        data directory (``data_dir``, or ``$BERTKIT_DATA_DIR/<dataset>``) says they are; files the
-        head's sample or ``hf_dataset`` provide are checked when read.
+        """Check, before any model is built, that the first split file ``stage`` reads (``fit``:
+        the training file) exists where a data directory (``data_dir``, or
+        ``$BERTKIT_DATA_DIR/<dataset>``) says it is: a wrong folder is named at once. Other files
+        are checked in the order they are read (a malformed training file is reported before a
+        missing validation file); the head's sample and ``hf_dataset`` are checked when read.
 
         Raises:
             FileNotFoundError: a split file is missing (named as ``_path`` names it).
         """
-        splits = {"fit": ["train", "validation"], "validate": ["validation"], "test": ["test"], "predict": ["predict"]}
+        split = {"fit": "train", "validate": "validation", "test": "test", "predict": "predict"}.get(stage)
         for task in list(self.hparams.tasks) or [None]:
             files = self._files(task)
             if files.get("hf_dataset") or not (files["data_dir"] or (os.environ.get(DATA_ENV) and files["dataset"])):
                 continue
-            for split in splits.get(stage, []):
-                if files[f"{split}_file"] is not None:
-                    self._path(split, files[f"{split}_file"], task)
+            if split is not None and files[f"{split}_file"] is not None:
+                self._path(split, files[f"{split}_file"], task)
 
     def _read(self, split: str) -> list[Any]:
         """The split's examples: from the single task's file, or from the file of every task that
