@@ -23,7 +23,16 @@ from bertkit.guide import (
     read_recipe,
     require_recipe,
 )
-from bertkit.plugins import Lazy, PluginError, describe, entries, import_classes, load_modules, plugin_manager
+from bertkit.plugins import (
+    Lazy,
+    PluginError,
+    describe,
+    entries,
+    import_classes,
+    load_modules,
+    loaded,
+    plugin_manager,
+)
 
 DEBUG_ENV = "BERTKIT_DEBUG"
 
@@ -119,9 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         if args[0] in commands:
             from jsonargparse import CLI
 
-            command = commands[args[0]]
             CLI(
-                command.load() if isinstance(command, Lazy) else command,
+                loaded(commands[args[0]]),
                 args=args[1:],
                 prog=f"bertkit {args[0]}",
                 exit_on_error=False,

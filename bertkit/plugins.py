@@ -237,7 +237,12 @@ def registered(hook_name: str) -> dict[str, object]:
     Raises:
         PluginError: an import path cannot be imported.
     """
-    return {k: v.load() if isinstance(v, Lazy) else v for k, v in entries(hook_name).items()}
+    return {k: loaded(v) for k, v in entries(hook_name).items()}
+
+
+def loaded(entry: object) -> object:
+    """A registry entry as an object: a ``Lazy`` imported, anything else as it is."""
+    return entry.load() if isinstance(entry, Lazy) else entry
 
 
 def import_classes() -> None:
