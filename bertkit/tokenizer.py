@@ -1,16 +1,25 @@
-"""WordPiece tokenization on the Hugging Face ``tokenizers`` library (Rust).
+"""Tokenization on the Hugging Face ``tokenizers`` library (Rust), for any ``tokenizer.json``.
 
-The pipeline is BERT's (google-research/bert tokenization.py): BertNormalizer (clean text,
-Chinese-character spacing, optional lower-casing and accent stripping), BertPreTokenizer
-(whitespace and punctuation), WordPiece with greedy longest-match and ``##`` continuations,
-then the template ``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]`` with segment ids 0 / 1.
+A ``vocab.txt`` builds BERT's pipeline (google-research/bert tokenization.py): BertNormalizer
+(clean text, Chinese-character spacing, optional lower-casing and accent stripping),
+BertPreTokenizer (whitespace and punctuation), WordPiece with greedy longest-match and ``##``
+continuations, then the template ``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]`` with segment ids
+0 / 1. A ``tokenizer.json`` keeps its own pipeline — WordPiece (BERT, ELECTRA), byte-level BPE
+(RoBERTa, ModernBERT) or Unigram / SentencePiece (XLM-RoBERTa) — and its own template
+(``<s> A </s></s> B </s>`` for RoBERTa), which ``build_inputs`` reproduces for heads that cut
+windows from token ids. Two things differ from a plain ``tokenizers.Tokenizer``, as transformers'
+fast tokenizers do them: pre-tokenized words are encoded as they appear inside a text (after a
+space: ``add_prefix_space=True``, which transformers requires for RoBERTa's
+``is_split_into_words``), and character offsets into raw text never cover the spaces a
+byte-level or SentencePiece token carries (``trim_offsets``), so entity and answer spans start
+at their first character.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,13 +27,21 @@ from typing import Any
 from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
-from bertkit.io import atomic_path, text_lines
+from bertkit.io import atomic_path, read_json, text_lines
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 BRACKETED = re.compile(r"\[[A-Za-z0-9_]+\]")
-# BERT's input template (Devlin et al. 2019, §3): (piece, segment id); $A and $B are the sequences.
-SINGLE_TEMPLATE = (("[CLS]", 0), ("$A", 0), ("[SEP]", 0))
-PAIR_TEMPLATE = (*SINGLE_TEMPLATE, ("$B", 1), ("[SEP]", 1))
+# The tokens that play each role, BERT's spelling first, RoBERTa's / XLM-R's / BART's second;
+# a directory's special_tokens_map.json or tokenizer_config.json names them when they differ.
+ROLES: dict[str, tuple[str, ...]] = {
+    "pad": ("[PAD]", "<pad>"),
+    "unk": ("[UNK]", "<unk>"),
+    "cls": ("[CLS]", "<s>"),
+    "sep": ("[SEP]", "</s>"),
+    "mask": ("[MASK]", "<mask>"),
+}
+# Pre-tokenizers whose words never hold a space, so offsets need no trimming.
+_SPACE_FREE = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"}
 
 
 @dataclass
@@ -32,9 +49,10 @@ class Encoded:
     """One encoded sequence; every list has one entry per token.
 
     Attributes:
-        input_ids: WordPiece ids, specials included.
-        token_type_ids: segment ids (0 = A, 1 = B).
-        offsets: (start, end) character offsets into the text the token came from; (0, 0) for specials.
+        input_ids: token ids, specials included.
+        token_type_ids: segment ids (0 = A, 1 = B in BERT; all 0 in RoBERTa).
+        offsets: (start, end) character offsets into the text the token came from, spaces
+            excluded; (0, 0) for specials.
         word_ids: index of the pre-tokenized word each token belongs to; None for specials.
         sequence_ids: 0 for A, 1 for B, None for specials.
     """
@@ -46,8 +64,24 @@ class Encoded:
     sequence_ids: list[int | None]
 
     @classmethod
-    def from_encoding(cls, enc: Encoding) -> Encoded:
-        return cls(enc.ids, enc.type_ids, enc.offsets, enc.word_ids, enc.sequence_ids)
+    def from_encoding(cls, enc: Encoding, texts: Sequence[str] | None = None) -> Encoded:
+        """From a ``tokenizers`` encoding; with the raw ``texts`` (A, and B for a pair) the
+        offsets are trimmed of the spaces at either end of a token."""
+        offsets = enc.offsets if texts is None else _trim(enc.offsets, enc.sequence_ids, texts)
+        return cls(enc.ids, enc.type_ids, offsets, enc.word_ids, enc.sequence_ids)
+
+
+def _trim(offsets: list[tuple[int, int]], sequence_ids: list[int | None], texts: Sequence[str]) -> list:
+    trimmed = []
+    for (start, end), s in zip(offsets, sequence_ids):
+        if s is not None:
+            text = texts[s]
+            while start < end and text[start].isspace():
+                start += 1
+            while end > start and text[end - 1].isspace():
+                end -= 1
+        trimmed.append((start, end))
+    return trimmed
 
 
 @dataclass
@@ -79,72 +113,133 @@ class Inputs:
         return [fill if s is None else next(values[s]) for s in self.sequence_ids]
 
 
+Template = tuple[tuple[int | str, int], ...]
+"""A template as (piece, segment id) pairs; a piece is ``"$A"``, ``"$B"`` or a special token's id."""
+
+
+def _read_template(backend: Tokenizer, pair: bool) -> Template:
+    """The template the backend's post-processor applies, read off a probe encoding."""
+    probe = backend.encode(["a"], ["b"] if pair else None, is_pretokenized=True)
+    template: list[tuple[int | str, int]] = []
+    for token, segment, sequence in zip(probe.ids, probe.type_ids, probe.sequence_ids):
+        piece = token if sequence is None else ("$A", "$B")[sequence]
+        if sequence is None or not template or template[-1][0] != piece:
+            template.append((piece, segment))
+    return tuple(template)
+
+
+def _words_as_in_text(backend: Tokenizer) -> Tokenizer:
+    """A copy of ``backend`` that encodes each pre-tokenized word as it appears after a space:
+    byte-level pre-tokenizers get ``add_prefix_space`` and Metaspace ``prepend_scheme: always``
+    (transformers' ``add_prefix_space=True``); others are returned as they are."""
+    spec = json.loads(backend.to_str())
+    changed = False
+    steps = spec.get("pre_tokenizer") or {}
+    for step in steps.get("pretokenizers", [steps]):
+        if step.get("type") == "ByteLevel" and not step.get("add_prefix_space"):
+            step["add_prefix_space"], changed = True, True
+        elif step.get("type") == "Metaspace" and step.get("prepend_scheme") != "always":
+            step["prepend_scheme"], changed = "always", True
+    return Tokenizer.from_str(json.dumps(spec)) if changed else backend
+
+
 class BertTokenizer:
-    """BERT WordPiece tokenizer.
+    """The tokenizer of every encoder family: WordPiece, byte-level BPE or Unigram.
 
     Build it with ``from_pretrained(directory)`` (``tokenizer.json``, else ``vocab.txt``) or
     ``from_vocab(vocab.txt, lowercase)``; ``backend`` is the underlying ``tokenizers.Tokenizer``.
     Truncation and padding are never applied behind the caller's back: ``encode`` truncates only
     when given ``max_length``, and batching pads (``bertkit.data.pad_batch``).
+
+    Args:
+        backend: a ``tokenizers.Tokenizer``. Without a post-processor it gets BERT's template
+            on the ``cls`` and ``sep`` tokens; with one (any ``tokenizer.json`` of a model) its
+            own template is kept.
+        special_tokens: the token of each role (``pad``, ``unk``, ``cls``, ``sep``, ``mask``)
+            where it is neither BERT's (``[PAD]`` …) nor RoBERTa's (``<pad>`` …) spelling.
+
+    Raises:
+        ValueError: the vocabulary has no token for a role (the message names the role and the
+            spellings looked for).
     """
 
-    def __init__(self, backend: Tokenizer) -> None:
+    def __init__(self, backend: Tokenizer, special_tokens: Mapping[str, str] | None = None) -> None:
         backend.no_truncation()
         backend.no_padding()
         self.backend = backend
-        missing = [t for t in SPECIAL_TOKENS if backend.token_to_id(t) is None]
+        self.special_tokens = self._roles(backend, special_tokens or {})
+        ids = {role: backend.token_to_id(token) for role, token in self.special_tokens.items()}
+        self.pad_token_id, self.unk_token_id, self.mask_token_id = ids["pad"], ids["unk"], ids["mask"]
+        self.cls_token_id, self.sep_token_id = ids["cls"], ids["sep"]
+        backend.add_special_tokens(list(self.special_tokens.values()))  # "[MASK]" in a text stays one token
+        if backend.post_processor is None:
+            cls, sep = ((self.special_tokens[r], ids[r]) for r in ("cls", "sep"))
+            backend.post_processor = processors.TemplateProcessing(
+                single=f"{cls[0]}:0 $A:0 {sep[0]}:0",
+                pair=f"{cls[0]}:0 $A:0 {sep[0]}:0 $B:1 {sep[0]}:1",
+                special_tokens=[cls, sep],
+            )  # BERT's input template (Devlin et al. 2019, §3)
+        self.templates = {pair: _read_template(backend, pair) for pair in (False, True)}
+        self._words = _words_as_in_text(backend)
+        pre_tokenizer = json.loads(backend.to_str()).get("pre_tokenizer") or {}
+        self._trims = pre_tokenizer.get("type") not in _SPACE_FREE
+
+    @staticmethod
+    def _roles(backend: Tokenizer, named: Mapping[str, str]) -> dict[str, str]:
+        vocab = backend.get_vocab(with_added_tokens=True)
+        roles, missing = {}, []
+        for role, spellings in ROLES.items():
+            found = [t for t in ([named[role]] if role in named else spellings) if t in vocab]
+            if found:
+                roles[role] = found[0]
+            else:
+                missing.append(f"{role} ({' or '.join([named[role]] if role in named else spellings)})")
         if missing:
             raise ValueError(f"vocabulary lacks the special tokens {', '.join(missing)}")
-        self.pad_token_id = backend.token_to_id("[PAD]")
-        self.unk_token_id = backend.token_to_id("[UNK]")
-        self.cls_token_id = backend.token_to_id("[CLS]")
-        self.sep_token_id = backend.token_to_id("[SEP]")
-        self.mask_token_id = backend.token_to_id("[MASK]")
-        backend.add_special_tokens(list(SPECIAL_TOKENS))  # "[MASK]" in a text is one token, never split
-        self._add_template()
+        return roles
 
     @property
     def special_ids(self) -> frozenset[int]:
-        """Ids of bracketed vocabulary entries: ``[PAD]``, ``[UNK]``, ``[CLS]``, ``[SEP]``,
-        ``[MASK]`` and reserved slots such as ``[unused0]``; never real text pieces."""
-        return frozenset(i for t, i in self.backend.get_vocab().items() if BRACKETED.fullmatch(t))
+        """Ids that are never real text pieces: the special tokens of every role, the
+        tokenizer's other added special tokens, and bracketed vocabulary entries such as BERT's
+        ``[unused0]``."""
+        vocab = self.backend.get_vocab(with_added_tokens=True)
+        added = {i for i, t in self.backend.get_added_tokens_decoder().items() if t.special}
+        roles = {vocab[t] for t in self.special_tokens.values()}
+        return frozenset(added | roles | {i for t, i in vocab.items() if BRACKETED.fullmatch(t)})
 
     def save(self, directory: str | Path) -> None:
-        """Write ``tokenizer.json`` and ``vocab.txt`` (ids in order) atomically into ``directory``."""
+        """Write ``tokenizer.json`` (and, for a WordPiece model, ``vocab.txt`` with ids in order)
+        atomically into ``directory``."""
         directory = Path(directory)
         with atomic_path(directory / "tokenizer.json") as tmp:
             self.backend.save(str(tmp))
+        if not isinstance(self.backend.model, WordPiece):
+            return
         vocab = sorted(self.backend.get_vocab().items(), key=lambda item: item[1])
         with atomic_path(directory / "vocab.txt") as tmp:
             tmp.write_text("".join(f"{token}\n" for token, _ in vocab), encoding="utf-8")
 
-    def _add_template(self) -> None:
-        cls, sep = ("[CLS]", self.cls_token_id), ("[SEP]", self.sep_token_id)
-        single, pair = (
-            " ".join(f"{piece}:{segment}" for piece, segment in t) for t in (SINGLE_TEMPLATE, PAIR_TEMPLATE)
-        )
-        self.backend.post_processor = processors.TemplateProcessing(single=single, pair=pair, special_tokens=[cls, sep])
-
     def num_special_tokens(self, pair: bool = False) -> int:
-        """Special tokens the template adds to one sequence (2: ``[CLS]``, ``[SEP]``) or a pair (3)."""
-        return sum(not piece.startswith("$") for piece, _ in (PAIR_TEMPLATE if pair else SINGLE_TEMPLATE))
+        """Special tokens the template adds to one sequence (2 in BERT and RoBERTa) or a pair
+        (3 in BERT, 4 in RoBERTa)."""
+        return sum(not isinstance(piece, str) for piece, _ in self.templates[pair])
 
     def build_inputs(self, first: list[int], second: list[int] | None = None) -> Inputs:
         """The model input of one or two sequences of token ids by the template that ``encode``
-        applies (``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]``, segment ids 0 / 1): for heads that
-        cut windows from tokenized text. Hugging Face's ``build_inputs_with_special_tokens`` and
+        applies (``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]`` in BERT): for heads that cut
+        windows from tokenized text. Hugging Face's ``build_inputs_with_special_tokens`` and
         ``create_token_type_ids_from_sequences`` in one.
         """
         sequences = {"$A": (0, first), "$B": (1, second or [])}
-        specials = {"[CLS]": self.cls_token_id, "[SEP]": self.sep_token_id}
         inputs = Inputs([], [], [])
-        for piece, segment in PAIR_TEMPLATE if second is not None else SINGLE_TEMPLATE:
-            if piece in sequences:
+        for piece, segment in self.templates[second is not None]:
+            if isinstance(piece, str):
                 sequence, ids = sequences[piece]
                 inputs.input_ids += ids
                 inputs.sequence_ids += [sequence] * len(ids)
             else:
-                inputs.input_ids.append(specials[piece])
+                inputs.input_ids.append(piece)
                 inputs.sequence_ids.append(None)
             inputs.token_type_ids += [segment] * (len(inputs.input_ids) - len(inputs.token_type_ids))
         return inputs
@@ -153,7 +248,7 @@ class BertTokenizer:
     def from_vocab(
         cls, vocab_file: str | Path, lowercase: bool = True, strip_accents: bool | None = None
     ) -> BertTokenizer:
-        """Tokenizer from a ``vocab.txt`` (one token a line; the line number is the id).
+        """BERT's WordPiece tokenizer from a ``vocab.txt`` (one token a line; the line number is the id).
 
         Args:
             vocab_file: path to ``vocab.txt``.
@@ -182,19 +277,30 @@ class BertTokenizer:
     def from_pretrained(cls, directory: str | Path) -> BertTokenizer:
         """Tokenizer of a Hugging Face format model directory.
 
-        Uses ``tokenizer.json`` when present; otherwise ``vocab.txt`` with ``do_lower_case`` from
-        ``tokenizer_config.json`` (default True, as Hugging Face ``BertTokenizer``).
+        Uses ``tokenizer.json`` when present, with the special tokens that
+        ``special_tokens_map.json`` or ``tokenizer_config.json`` name (``cls_token`` …);
+        otherwise ``vocab.txt`` with ``do_lower_case`` from ``tokenizer_config.json`` (default
+        True, as Hugging Face ``BertTokenizer``).
 
         Raises:
             FileNotFoundError: neither file is in ``directory``.
+            ValueError: a settings file is not valid JSON; the vocabulary lacks a special token.
         """
         directory = Path(directory)
+        settings = {}
+        for name in ("tokenizer_config.json", "special_tokens_map.json"):
+            if (directory / name).is_file():
+                settings |= read_json(directory / name, "")
         if (directory / "tokenizer.json").is_file():
-            return cls(Tokenizer.from_file(str(directory / "tokenizer.json")))
+            named = {}
+            for role in ROLES:
+                token = settings.get(f"{role}_token")
+                token = token.get("content") if isinstance(token, dict) else token
+                if isinstance(token, str):
+                    named[role] = token
+            return cls(Tokenizer.from_file(str(directory / "tokenizer.json")), named)
         if not (directory / "vocab.txt").is_file():
             raise FileNotFoundError(f"{directory}: no tokenizer.json or vocab.txt")
-        settings_file = directory / "tokenizer_config.json"
-        settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
         return cls.from_vocab(
             directory / "vocab.txt", settings.get("do_lower_case", True), settings.get("strip_accents")
         )
@@ -210,7 +316,7 @@ class BertTokenizer:
         max_length: int | None = None,
         is_pretokenized: bool = False,
     ) -> Encoded:
-        """Encode one text (or text pair) with the ``[CLS] A [SEP] (B [SEP])`` template.
+        """Encode one text (or text pair) with the template (``[CLS] A [SEP] (B [SEP])`` in BERT).
 
         Args:
             text: segment A: a string, or a list of words with ``is_pretokenized``.
@@ -240,21 +346,26 @@ class BertTokenizer:
         if max_length is not None and max_length <= specials:
             raise ValueError(f"max_length={max_length}: must leave room for {specials} special tokens")
         inputs = texts if pairs is None else list(zip(texts, pairs))
-        encodings = [
-            Encoded.from_encoding(e) for e in self.backend.encode_batch(inputs, is_pretokenized=is_pretokenized)
-        ]
+        encodings = self._encode(inputs, is_pretokenized, add_special_tokens=True)
         if max_length is None:
             return encodings
         return [_truncate(e, max_length - specials) for e in encodings]
 
     def tokenize(self, texts: list[str] | list[list[str]], is_pretokenized: bool = False) -> list[Encoded]:
-        """WordPiece tokens of many texts, without specials (batched): the input of window builders.
+        """Tokens of many texts, without specials (batched): the input of window builders.
 
         ``offsets`` are character offsets into each text (into each word with ``is_pretokenized``,
         where ``word_ids`` index the words).
         """
-        encodings = self.backend.encode_batch(texts, is_pretokenized=is_pretokenized, add_special_tokens=False)
-        return [Encoded.from_encoding(enc) for enc in encodings]
+        return self._encode(texts, is_pretokenized, add_special_tokens=False)
+
+    def _encode(self, inputs: list, is_pretokenized: bool, add_special_tokens: bool) -> list[Encoded]:
+        backend = self._words if is_pretokenized else self.backend
+        encodings = backend.encode_batch(inputs, is_pretokenized=is_pretokenized, add_special_tokens=add_special_tokens)
+        if is_pretokenized or not self._trims:
+            return [Encoded.from_encoding(e) for e in encodings]
+        texts = [(x,) if isinstance(x, str) else x for x in inputs]
+        return [Encoded.from_encoding(e, t) for e, t in zip(encodings, texts)]
 
 
 def truncate_pair(len_a: int, len_b: int, budget: int) -> tuple[int, int]:

@@ -75,5 +75,5 @@ def test_missing_vocab_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="vocab.txt"):
         BertTokenizer.from_vocab(tmp_path / "vocab.txt")
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\nhello\n")
-    with pytest.raises(ValueError, match=r"\[CLS\], \[SEP\], \[MASK\]"):
+    with pytest.raises(ValueError, match=r"cls \(\[CLS\] or <s>\), sep \(\[SEP\] or </s>\), mask"):
         BertTokenizer.from_vocab(tmp_path / "vocab.txt")
