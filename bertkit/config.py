@@ -106,6 +106,12 @@ class BertConfig:
         return cls(**{k: v for k, v in raw.items() if k in names})
 
     @property
+    def max_length(self) -> int:
+        """Most tokens per sequence: ``max_position_embeddings`` (a family whose positions start
+        later, as RoBERTa's after the padding id, allows fewer)."""
+        return self.max_position_embeddings
+
+    @property
     def embedding_width(self) -> int:
         """Width E of the embeddings (``hidden_size`` in BERT; ELECTRA may make it smaller)."""
         return self.hidden_size

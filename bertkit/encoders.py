@@ -4,7 +4,8 @@
 registry (``bertkit plugins`` lists them) or given by class path: ``model.encoder: electra``
 (or ``my_package.MyFamily``), or, for a pretrained
 directory, the ``model_type`` its ``config.json`` states (as transformers' ``AutoModel`` does).
-The core provides ``bert``; a plugin adds a family by subclassing ``EncoderFamily``.
+The core provides ``bert``; plugins add ``electra``, ``roberta``, ``xlm-roberta`` the same way,
+by subclassing ``EncoderFamily``.
 
 An encoder is an ``nn.Module`` with the ``BertEncoder`` interface: ``config`` (with
 ``hidden_size``, ``initializer_range``, ``layer_norm_eps``, ``hidden_act``, ``vocab_size``),
@@ -50,6 +51,13 @@ class EncoderFamily:
         return head_architecture if head_architecture.startswith("Bert") else None
 
     @classmethod
+    def hf_renames(cls, architecture: str) -> dict[str, str]:
+        """Key prefixes to rename in an export to ``architecture`` (this family's class from
+        ``hf_architecture``), where its transformers class names the task layers otherwise than
+        BERT's (``cls.predictions.`` -> RoBERTa's ``lm_head.``); empty for BERT."""
+        return {}
+
+    @classmethod
     def from_pretrained(cls, directory: str | Path) -> tuple[nn.Module, BertTokenizer]:
         """Encoder and tokenizer of a Hugging Face format directory.
 
@@ -64,7 +72,8 @@ class EncoderFamily:
     @classmethod
     def fresh(cls, preset: Preset, tokenizer: BertTokenizer) -> nn.Module:
         """A randomly initialised encoder of a standard size for ``tokenizer``'s vocabulary."""
-        return cls.encoder_class(cls.config_class.preset(preset, vocab_size=tokenizer.vocab_size))
+        config = cls.config_class.preset(preset, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id)
+        return cls.encoder_class(config)
 
 
 def encoder_families() -> dict[str, type[EncoderFamily]]:

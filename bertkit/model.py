@@ -289,13 +289,14 @@ class BertEncoder(nn.Module):
             ``EncoderOutput`` with (B, T, H) hidden states ((B, 1, H) last with ``cls_only``).
 
         Raises:
-            ValueError: T exceeds ``max_position_embeddings``; a row of ``attention_mask`` has no
+            ValueError: T exceeds the positions (``config.max_length``); a row of ``attention_mask`` has no
                 real token (unpadded path).
         """
         B, T = input_ids.shape
-        if T > self.config.max_position_embeddings:
+        if T > self.config.max_length:
             raise ValueError(
-                f"input_ids has {T} tokens, more than max_position_embeddings ({self.config.max_position_embeddings})"
+                f"input_ids has {T} tokens, more than the encoder's {self.config.max_length} positions "
+                f"(max_position_embeddings {self.config.max_position_embeddings})"
             )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)

@@ -308,7 +308,10 @@ class BertModule(pl.LightningModule):
         extra = self.head.hf_config() if head_state else {}
         # transformers builds its token, span and masked-LM classes without a pooler: export none
         skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
-        save_encoder(self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip)
+        renames = self.family.hf_renames(architecture) if architecture is not None else {}
+        save_encoder(
+            self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames
+        )
         self.tokenizer.save(directory)
         return architecture or plain
 

@@ -167,7 +167,12 @@ class BertTokenizer:
         backend.no_truncation()
         backend.no_padding()
         self.backend = backend
-        self.special_tokens = self._roles(backend, special_tokens or {})
+        named = dict(special_tokens or {})
+        if backend.post_processor is not None:  # its template's first and last specials: [CLS] … [SEP], <s> … </s>
+            specials = [piece for piece, _ in _read_template(backend, pair=False) if not isinstance(piece, str)]
+            if specials:
+                named = {"cls": backend.id_to_token(specials[0]), "sep": backend.id_to_token(specials[-1]), **named}
+        self.special_tokens = self._roles(backend, named)
         ids = {role: backend.token_to_id(token) for role, token in self.special_tokens.items()}
         self.pad_token_id, self.unk_token_id, self.mask_token_id = ids["pad"], ids["unk"], ids["mask"]
         self.cls_token_id, self.sep_token_id = ids["cls"], ids["sep"]
@@ -186,14 +191,19 @@ class BertTokenizer:
 
     @staticmethod
     def _roles(backend: Tokenizer, named: Mapping[str, str]) -> dict[str, str]:
+        """The token of each role: as ``named``, else the first spelling of ``ROLES`` that is an
+        added special token (a SentencePiece vocabulary may hold ``[CLS]`` as a text piece), else
+        the first in the vocabulary."""
         vocab = backend.get_vocab(with_added_tokens=True)
+        added = {t.content for t in backend.get_added_tokens_decoder().values() if t.special}
         roles, missing = {}, []
         for role, spellings in ROLES.items():
-            found = [t for t in ([named[role]] if role in named else spellings) if t in vocab]
+            candidates = [named[role]] if role in named else spellings
+            found = [t for t in candidates if t in added] + [t for t in candidates if t in vocab]
             if found:
                 roles[role] = found[0]
             else:
-                missing.append(f"{role} ({' or '.join([named[role]] if role in named else spellings)})")
+                missing.append(f"{role} ({' or '.join(candidates)})")
         if missing:
             raise ValueError(f"vocabulary lacks the special tokens {', '.join(missing)}")
         return roles

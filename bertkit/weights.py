@@ -24,9 +24,10 @@ log = logging.getLogger(__name__)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers older transformers versions saved; derived, never learned.
 _DERIVED = ("embeddings.position_ids",)
-# Key prefixes of the task layers of transformers' BertFor* and ElectraFor* classes.
+# Key prefixes of the task layers of transformers' BertFor*, ElectraFor* and RobertaFor* classes.
 TASK_LAYERS = (
     "cls.", "classifier.", "qa_outputs.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.",
+    "lm_head.",
 )  # fmt: skip
 
 
@@ -97,6 +98,14 @@ def load_encoder_weights(
     return heads
 
 
+def _renamed(key: str, renames: dict[str, str]) -> str:
+    """``key`` with the first of ``renames``' prefixes it starts with replaced (each key once)."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            return new + key.removeprefix(old)
+    return key
+
+
 def save_encoder(
     encoder: torch.nn.Module,
     directory: str | Path,
@@ -105,6 +114,7 @@ def save_encoder(
     extra_config: dict | None = None,
     prefix: str = "bert.",
     skip: tuple[str, ...] = (),
+    renames: dict[str, str] | None = None,
 ) -> None:
     """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``.
 
@@ -117,6 +127,8 @@ def save_encoder(
         extra_config: more ``config.json`` entries (``id2label``, ``problem_type`` …).
         prefix: the encoder family's key prefix (``bert.``, ``electra.``).
         skip: encoder key prefixes to leave out (``pooler.`` for classes built without one).
+        renames: key prefixes of the written file (encoder keys with ``prefix``) to replace, as
+            the family's transformers class names its task layers (``EncoderFamily.hf_renames``).
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -127,5 +139,6 @@ def save_encoder(
     state = {k: v for k, v in encoder.state_dict().items() if not k.startswith(skip)}
     tensors = {prefix + k: v.detach().contiguous().cpu() for k, v in state.items()}
     tensors.update({k: v.detach().contiguous().cpu() for k, v in (head_state or {}).items()})
+    tensors = {_renamed(k, renames or {}): v for k, v in tensors.items()}
     with atomic_path(directory / "model.safetensors") as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})

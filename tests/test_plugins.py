@@ -25,6 +25,7 @@ BUILTIN = {
     "pretraining",
     "multitask",
     "electra",
+    "roberta",
 }  # bertkit's own entry points
 
 

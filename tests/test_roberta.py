@@ -1,0 +1,175 @@
+"""The RoBERTa and XLM-RoBERTa families: from the same random weights bertkit's encoder equals
+transformers' ``RobertaModel`` / ``XLMRobertaModel`` (padded and unpadded, sentences and pairs,
+their own tokenizers trained here), every fine-tuning head exports to the family's transformers
+class with equal logits, and a RoBERTa directory fine-tunes NER through the CLI with entity
+offsets on the words' characters."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+from bertkit_plugins.question_answering import QuestionAnsweringHead
+from bertkit_plugins.roberta import RobertaFamily, XLMRobertaFamily
+from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.token_tagging import TokenTaggingHead
+
+from bertkit import BertModule
+from bertkit.data import pad_batch
+from bertkit.encoders import family_of
+from tests import trained_tokenizers
+from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
+
+transformers = pytest.importorskip("transformers")
+
+SENTENCES = [
+    "Peter Blackburn flew to Oslo on Tuesday.",
+    "EU rejects German call to boycott British lamb .",
+    "Fine.",
+    "  Spaces  around, and a naïve café in Zürich!",
+]
+PAIRS = [("Who flew to Oslo?", "Peter Blackburn flew to Oslo on Tuesday."), ("Why?", "Because it rained all week.")]
+MODELS = {
+    "roberta": ("roberta", "RobertaConfig", "RobertaModel", RobertaFamily),
+    "xlm-roberta": ("xlm-roberta", "XLMRobertaConfig", "XLMRobertaModel", XLMRobertaFamily),
+}
+
+
+@cache
+def docs_text() -> list[str]:
+    """Real English to train the tokenizers on: the project's own documentation."""
+    lines = []
+    for path in sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]):
+        lines += [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines
+
+
+def hf_directory(kind: str, directory: Path, seed: int = 0) -> Path:
+    """A transformers-format directory of a small random ``kind`` model with a tokenizer trained here."""
+    tokenizer_kind, config_name, model_name, _ = MODELS[kind]
+    tokenizer = trained_tokenizers.train(tokenizer_kind, docs_text(), vocab_size=1500)
+    pad = tokenizer.token_to_id("<pad>")
+    config = getattr(transformers, config_name)(
+        vocab_size=tokenizer.get_vocab_size(), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=512 + pad + 1, pad_token_id=pad, type_vocab_size=1,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    getattr(transformers, model_name)(config).save_pretrained(directory)
+    trained_tokenizers.save(tokenizer, directory)
+    return directory
+
+
+def batch(tokenizer, pairs: bool) -> dict[str, torch.Tensor]:
+    encoded = tokenizer.encode_batch(*zip(*PAIRS)) if pairs else tokenizer.encode_batch(SENTENCES)
+    features = [{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded]
+    return pad_batch(features, pad_token_id=tokenizer.pad_token_id)
+
+
+@pytest.mark.parametrize("unpad", [True, False], ids=["unpadded", "padded"])
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_encoder_equals_transformers(kind: str, unpad: bool, tmp_path: Path) -> None:
+    directory = hf_directory(kind, tmp_path)
+    family = family_of(directory)
+    assert family is MODELS[kind][3]
+    encoder, tokenizer = family.from_pretrained(directory)
+    hf = getattr(transformers, MODELS[kind][2]).from_pretrained(directory, attn_implementation="eager").eval()
+    derived = {"embeddings.position_ids", "embeddings.token_type_ids"}
+    assert set(encoder.state_dict()) == set(hf.state_dict()) - derived
+    encoder.eval()
+    for pairs in (False, True):
+        inputs = batch(tokenizer, pairs)
+        assert int(inputs["input_ids"][0, 0]) == tokenizer.cls_token_id == hf.config.bos_token_id
+        with torch.no_grad():
+            ours = encoder(**inputs, unpad=unpad)
+            theirs = hf(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        real = inputs["attention_mask"].bool()
+        worst = (ours.last_hidden_state - theirs.last_hidden_state)[real].abs().max()
+        assert worst <= 1e-5, worst
+        torch.testing.assert_close(ours.pooler_output, theirs.pooler_output, atol=1e-5, rtol=1e-5)
+
+
+HEADS = {
+    "token": (lambda: TokenTaggingHead(entity_types=["PER", "LOC"]), "ForTokenClassification"),
+    "sequence": (lambda: SequenceClassificationHead(labels=["neg", "neu", "pos"]), "ForSequenceClassification"),
+    "qa": (QuestionAnsweringHead, "ForQuestionAnswering"),
+}
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_every_head_exports_to_the_family_class(kind: str, head: str, tmp_path: Path) -> None:
+    make, task = HEADS[head]
+    model = BertModule(make(), pretrained=str(hf_directory(kind, tmp_path / "base"))).eval()
+    with torch.no_grad():  # fresh heads start at zero bias: make every tensor count
+        for p in model.head.parameters():
+            p.normal_(0, 0.5)
+    inputs = batch(model.tokenizer, pairs=head == "qa")
+    with torch.no_grad():
+        ours = model(inputs)
+    model.save_pretrained(tmp_path / "export")
+    architecture = MODELS[kind][2].removesuffix("Model") + task
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["architectures"] == [architecture]
+    hf, info = getattr(transformers, architecture).from_pretrained(
+        tmp_path / "export", output_loading_info=True, attn_implementation="eager"
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+    real = inputs["attention_mask"].bool()
+    if head == "qa":
+        for key in ("start_logits", "end_logits"):
+            torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
+    elif head == "token":
+        torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
+    else:
+        torch.testing.assert_close(ours["logits"], theirs.logits, atol=1e-5, rtol=1e-4)
+
+
+def test_roberta_directory_fine_tunes_ner_through_the_cli(tmp_path: Path) -> None:
+    """``model.pretrained`` a RoBERTa directory: detected by ``model_type``, NER trains on
+    byte-level BPE pieces, and predicted entities' offsets are the words' characters."""
+    directory = hf_directory("roberta", tmp_path / "roberta")
+    overlay = ROOT / "recipes" / "roberta.yaml"
+    run_bertkit(
+        "fit", "--config", str(RECIPE), "--config", str(overlay), f"--model.pretrained={directory}", *FAST, cwd=tmp_path
+    )  # fmt: skip
+    text = tmp_path / "news.txt"
+    text.write_text("Peter Blackburn flew to Oslo .\nThe  European Union met in Brussels .\n", encoding="utf-8")
+    run_bertkit(
+        "predict", "--config", str(RECIPE), "--ckpt_path", "runs/ner/checkpoints/last.ckpt",
+        f"--data.predict_file={text}", cwd=tmp_path,
+    )  # fmt: skip
+    model = BertModule.load_from_checkpoint(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
+    assert model.family is RobertaFamily and model.tokenizer.cls_token_id == model.tokenizer.backend.token_to_id("<s>")
+    assert model.hparams.adam_betas == (0.9, 0.98) and model.hparams.weight_decay == 0.1
+    records = [json.loads(line) for line in (tmp_path / "runs/ner/predictions.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    for record in records:
+        for entity in record["entities"]:
+            assert entity["text"] == record["text"][entity["start"] : entity["end"]]
+            assert entity["text"] == entity["text"].strip() and entity["text"]
+
+
+@pytest.mark.parametrize("kind", list(MODELS))
+def test_masked_lm_exports_as_the_family_class(kind: str, tmp_path: Path) -> None:
+    """BERT's masked-LM layers are RoBERTa's ``lm_head`` under other names; the decoder stays tied."""
+    from bertkit_plugins.pretraining import MaskedLMHead
+
+    model = BertModule(MaskedLMHead(), pretrained=str(hf_directory(kind, tmp_path / "base"))).eval()
+    with torch.no_grad():
+        for p in model.head.parameters():
+            p.normal_(0, 0.5)
+    inputs = batch(model.tokenizer, pairs=False)
+    inputs["input_ids"][:, 2] = model.tokenizer.mask_token_id
+    with torch.no_grad():
+        ours = model(inputs)["mlm_logits"]  # (B, V) at the masked positions
+    model.save_pretrained(tmp_path / "export")
+    architecture = MODELS[kind][2].removesuffix("Model") + "ForMaskedLM"
+    hf, info = getattr(transformers, architecture).from_pretrained(tmp_path / "export", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits[:, 2]
+    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)
