@@ -145,7 +145,10 @@ def require_recipe(command: str, args: list[str]) -> None:
         ValueError: neither ``--config`` nor ``--model.head`` is given; the message lists the
             recipes under ``./recipes``.
     """
-    if any(a in ("-h", "--help", "--help-all", "-c") or a.startswith(("--config", "--model.head", "--print_config")) for a in args):
+    if any(
+        a in ("-h", "--help", "--help-all", "-c") or a.startswith(("--config", "--model.head", "--print_config"))
+        for a in args
+    ):
         return
     found = sorted(str(p) for p in Path("recipes").glob("*.yaml"))
     hint = f" (here: {', '.join(found)})" if found else ""

@@ -241,6 +241,9 @@ class BertEncoder(nn.Module):
         add_pooling_layer: build the tanh pooler on ``[CLS]``.
     """
 
+    optional_weights: tuple[str, ...] = ("pooler.",)
+    """Key prefixes a pretrained directory may lack (they keep their fresh initialisation)."""
+
     def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
         super().__init__()
         self.config = config
@@ -325,6 +328,17 @@ class BertEncoder(nn.Module):
         if layout is None:
             return EncoderOutput(x, pooled, hidden_states)
         return EncoderOutput(None, pooled, hidden_states, layout, packed=x)
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        """The transformer blocks, in order (for compiling them one by one)."""
+        return self.encoder.layer
+
+    def set_attention_dropout(self, p: float) -> None:
+        """Dropout on the attention probabilities of every block (``model.attention_dropout``)."""
+        self.config.attention_probs_dropout_prob = p
+        for block in self.blocks:
+            block.attention.self.dropout_p = p
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """The first block's input: ids of any shape S -> (*S, H). An encoder family whose embeddings

@@ -101,11 +101,9 @@ class BertModule(pl.LightningModule):
             pretrained, encoder, preset, vocab_file, lowercase
         )
         if attention_dropout is not None:
-            self.encoder.config.attention_probs_dropout_prob = attention_dropout
-            for block in self.encoder.encoder.layer:
-                block.attention.self.dropout_p = attention_dropout
+            self.encoder.set_attention_dropout(attention_dropout)
         if compile:
-            for block in self.encoder.encoder.layer:
+            for block in self.encoder.blocks:
                 block.compile(dynamic=True)
         pooler = getattr(self.encoder, "pooler", None)
         if pooler is not None and not head.reads_pooler:
@@ -308,6 +306,7 @@ class BertModule(pl.LightningModule):
         extra = self.head.hf_config() if head_state else {}
         # transformers builds its token, span and masked-LM classes without a pooler: export none
         skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
+        skip += self.family.hf_skip(architecture or plain)
         renames = self.family.hf_renames(architecture) if architecture is not None else {}
         save_encoder(
             self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames

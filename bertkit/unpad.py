@@ -111,16 +111,21 @@ def packed_attention(
     key_mask: torch.Tensor | None,
     dropout_p: float = 0.0,
     cls_only: bool = False,
+    window: int | None = None,
 ) -> torch.Tensor:
-    """Attention of packed sequences; each token attends to the real tokens of its sequence.
+    """Attention of packed sequences; each token attends to the real tokens of its sequence
+    (those at most ``window`` positions away, for a local layer).
 
     Args:
         q: (N, A, D) queries, or (B, A, D) with ``cls_only`` (one query per sequence).
         k, v: (N, A, D) keys and values.
         layout: the packing of the batch.
-        key_mask: ``layout.key_mask()`` (computed once per batch), for the fallback.
+        key_mask: ``layout.key_mask()`` (computed once per batch), for the fallback; with
+            ``window``, the (B, 1, T, T) key mask and band.
         dropout_p: attention-probability dropout (forces the fallback when > 0).
         cls_only: ``q`` holds only each sequence's first token.
+        window: sliding-window attention: FlashAttention's ``window_size=(window, window)``
+            (the fallback reads the band from ``key_mask``); None attends to the whole sequence.
 
     Returns:
         (N, A, D), or (B, A, D) with ``cls_only``.
@@ -130,7 +135,10 @@ def packed_attention(
         if cls_only:
             cu_q = torch.arange(B + 1, dtype=torch.int32, device=q.device)
             return varlen_attn(q, k, v, cu_q, layout.cu_seqlens, 1, layout.max_seqlen)
-        return varlen_attn(q, k, v, layout.cu_seqlens, layout.cu_seqlens, layout.max_seqlen, layout.max_seqlen)
+        cu, longest = layout.cu_seqlens, layout.max_seqlen
+        if window is not None:
+            return varlen_attn(q, k, v, cu, cu, longest, longest, window_size=(window, window))
+        return varlen_attn(q, k, v, cu, cu, longest, longest)
     kp, vp = (layout.pad(t).transpose(1, 2) for t in (k, v))  # (B, A, T, D)
     qp = q.unsqueeze(2) if cls_only else layout.pad(q).transpose(1, 2)  # (B, A, 1 or T, D)
     if key_mask is None:

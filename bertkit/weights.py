@@ -24,10 +24,10 @@ log = logging.getLogger(__name__)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers older transformers versions saved; derived, never learned.
 _DERIVED = ("embeddings.position_ids",)
-# Key prefixes of the task layers of transformers' BertFor*, ElectraFor* and RobertaFor* classes.
+# Key prefixes of the task layers of transformers' BertFor*, ElectraFor*, RobertaFor* and ModernBertFor* classes.
 TASK_LAYERS = (
     "cls.", "classifier.", "qa_outputs.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.",
-    "lm_head.",
+    "lm_head.", "decoder.",
 )  # fmt: skip
 
 
@@ -87,11 +87,11 @@ def load_encoder_weights(
     if wrong:
         raise ValueError(f"{path}: weights do not match config.json: {_short(wrong, 4)}")
     missing = sorted(set(own) - set(state))
-    pooler_only = all(k.startswith("pooler.") for k in missing)
-    if missing and not pooler_only:
+    optional = getattr(encoder, "optional_weights", ("pooler.",))
+    if any(not k.startswith(optional) for k in missing):
         raise ValueError(f"{path}: missing encoder weights: {_short(missing)}")
     if missing:
-        log.warning("%s has no pooler weights; the pooler keeps its fresh initialisation", path)
+        log.warning("%s has no %s weights; they keep their fresh initialisation", path, "/".join(p.rstrip(".") for p in optional))
     encoder.load_state_dict(state, strict=False)
     if heads:
         log.info("%s: %d task-layer tensors (%s) not used by the encoder", path, len(heads), _short(sorted(heads), 3))

@@ -26,6 +26,7 @@ BUILTIN = {
     "multitask",
     "electra",
     "roberta",
+    "modernbert",
 }  # bertkit's own entry points
 
 

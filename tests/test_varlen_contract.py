@@ -2,7 +2,7 @@
 varlen, CUDA with fp16/bf16 only) is replaced by a reference that checks the contract torch
 documents for it — (T, H, D) query/key/value, int32 cumulative lengths ``cu_seq_q``/``cu_seq_k``
 starting at 0 and ending at T, ``max_q``/``max_k`` the longest lengths, full attention by default
-``window_size`` — and computes it exactly; the branch is forced, and the encoder's outputs and
+``window_size`` (full, or a (left, right) sliding window) — and computes it exactly; the branch is forced, and the encoder's outputs and
 gradients must equal the padded path's. So the wiring of the GPU path is checked on every run,
 although no GPU runs it here."""
 
@@ -41,13 +41,22 @@ def reference_varlen_attn(
         lengths = cu.diff()
         assert int(cu[0]) == 0 and int(cu[-1]) == rows and bool((lengths >= 0).all())
         assert isinstance(longest, int) and longest == int(lengths.max())
-    assert cu_seq_q.shape == cu_seq_k.shape and window_size == (-1, -1)
-    CALLS.append({"sequences": len(cu_seq_q) - 1, "max_q": max_q, "max_k": max_k})
+    assert cu_seq_q.shape == cu_seq_k.shape
+    left, right = window_size
+    assert isinstance(left, int) and isinstance(right, int) and (left, right) == (-1, -1) or min(left, right) >= 0
+    call = {"sequences": len(cu_seq_q) - 1, "max_q": max_q, "max_k": max_k}
+    CALLS.append(call if window_size == (-1, -1) else {**call, "window_size": window_size})
     out = torch.empty_like(query)
     for b in range(len(cu_seq_q) - 1):
         q = query[cu_seq_q[b] : cu_seq_q[b + 1]].transpose(0, 1)  # (H, Lq, D)
         k, v = (t[cu_seq_k[b] : cu_seq_k[b + 1]].transpose(0, 1) for t in (key, value))
-        out[cu_seq_q[b] : cu_seq_q[b + 1]] = F.scaled_dot_product_attention(q, k, v, scale=scale).transpose(0, 1)
+        mask = None
+        if window_size != (-1, -1):  # query i sees keys i - left … i + right (FlashAttention's window)
+            offset = torch.arange(k.shape[1]) - torch.arange(q.shape[1])[:, None]  # (Lq, Lk): j - i
+            mask = (offset >= -left) & (offset <= right)
+        out[cu_seq_q[b] : cu_seq_q[b + 1]] = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=scale
+        ).transpose(0, 1)
     return out
 
 
@@ -113,3 +122,29 @@ def test_attention_dropout_keeps_the_exact_fallback(forced_varlen):
     encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=1000)).train()  # attention dropout 0.1
     encoder(*batch([4, 2]), unpad=True)
     assert forced_varlen == []
+
+
+def test_modernbert_local_layers_take_the_window(forced_varlen):
+    """ModernBERT's local layers pass ``window_size=(local_attention // 2,) * 2``, its global ones
+    none; outputs and gradients equal the padded path's banded mask."""
+    from bertkit_plugins.modernbert import ModernBertConfig, ModernBertEncoder
+
+    torch.manual_seed(0)
+    config = ModernBertConfig.preset("tiny", vocab_size=1000, pad_token_id=0, local_attention=4)
+    config.num_hidden_layers = 4  # layers 0 and 3 global, 1 and 2 local
+    encoder = ModernBertEncoder(config).train()  # ModernBERT has no dropout: train() is exact
+    ids, mask, types = batch([9, 3, 12, 6])
+    real = mask.bool()
+    grads, outputs = [], []
+    for unpad in (True, False):
+        encoder.zero_grad()
+        out = encoder(ids, mask, unpad=unpad, output_hidden_states=True)
+        outputs.append([h[real] for h in out.hidden_states] + [out.last_hidden_state[real]])
+        (out.last_hidden_state[real].pow(2).mean() + out.pooler_output.sum()).backward()
+        grads.append({n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None})
+    windows = [call.get("window_size") for call in forced_varlen]
+    assert windows == [None, (2, 2), (2, 2), None]
+    assert max((x - y).abs().max().item() for x, y in zip(*outputs)) <= 1e-5
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], atol=1e-5, rtol=1e-4, msg=name)
