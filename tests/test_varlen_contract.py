@@ -133,7 +133,7 @@ def test_modernbert_local_layers_take_the_window(forced_varlen):
     config = ModernBertConfig.preset("tiny", vocab_size=1000, pad_token_id=0, local_attention=4)
     config.num_hidden_layers = 4  # layers 0 and 3 global, 1 and 2 local
     encoder = ModernBertEncoder(config).train()  # ModernBERT has no dropout: train() is exact
-    ids, mask, types = batch([9, 3, 12, 6])
+    ids, mask, _ = batch([9, 3, 12, 6])
     real = mask.bool()
     grads, outputs = [], []
     for unpad in (True, False):
