@@ -219,6 +219,27 @@ def test_overlay_recipes_compose_and_train(
     assert reloaded.head.masking.spec() == run.model.head.masking.spec()
 
 
+def test_modernbert_overlay_pretrains_a_modernbert_with_30_percent_masking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertkit_plugins.modernbert import ModernBertFamily
+    from bertkit_plugins.pretraining import MaskedLMHead
+
+    monkeypatch.chdir(tmp_path)
+    recipes = ROOT / "recipes"
+    overrides = {
+        "model.preset": "tiny", "trainer.max_steps": 2, "trainer.limit_val_batches": 1, "trainer.val_check_interval": 2,
+        "trainer.enable_progress_bar": False, "trainer.logger": False,
+    }  # fmt: skip
+    run = compose(recipes / "pretrain_bert.yaml", recipes / "pretrain_modernbert.yaml", overrides=overrides)
+    assert run.model.family is ModernBertFamily and type(run.model.head) is MaskedLMHead
+    assert run.model.head.masking.masked_lm_prob == 0.3
+    run.trainer.fit(run.model, datamodule=run.datamodule)
+    assert run.trainer.global_step == 2
+    reloaded = BertModule.load_from_checkpoint(run.trainer.checkpoint_callback.last_model_path, weights_only=True)
+    assert reloaded.family is ModernBertFamily
+
+
 def test_continue_recipe_starts_from_minilm() -> None:
     recipes = ROOT / "recipes"
     run = compose(

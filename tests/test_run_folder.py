@@ -12,7 +12,7 @@ from bertkit.run_folder import LOG_NAME
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 FINE_TUNING = ["ner", "mrpc", "squad"]
-OVERLAYS = ["pretrain_wwm", "pretrain_sop", "pretrain_continue"]
+OVERLAYS = ["pretrain_wwm", "pretrain_sop", "pretrain_continue", "pretrain_modernbert"]
 
 
 def outputs(run) -> dict[str, str]:
