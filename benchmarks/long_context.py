@@ -85,7 +85,7 @@ def child(implementation: str, lengths: list[int]) -> dict[str, float]:
 def run_case(implementation: str, lengths: list[int]) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", implementation, ",".join(map(str, lengths))],
-        capture_output=True, text=True, cwd=ROOT,
+        check=False, capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     if out.returncode:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
