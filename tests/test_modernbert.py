@@ -11,15 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 from bertkit_plugins.modernbert import ModernBertConfig, ModernBertFamily
-from bertkit_plugins.question_answering import QuestionAnsweringHead
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
 
 from bertkit import BertModule
-from bertkit.data import pad_batch
 from bertkit.encoders import family_of
 from tests import trained_tokenizers
-from tests.test_roberta import PAIRS, SENTENCES, docs_text
+from tests.family_parity import HEADS, batch, check_export, docs_text
 
 transformers = pytest.importorskip("transformers")
 
@@ -44,12 +40,6 @@ def hf_directory(directory: Path, seed: int = 0) -> Path:
     model.save_pretrained(directory)
     trained_tokenizers.save(tokenizer, directory)
     return directory
-
-
-def batch(tokenizer, pairs: bool) -> dict[str, torch.Tensor]:
-    encoded = tokenizer.encode_batch(*zip(*PAIRS)) if pairs else tokenizer.encode_batch(SENTENCES)
-    features = [{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded]
-    return pad_batch(features, pad_token_id=tokenizer.pad_token_id)
 
 
 def test_config_reads_both_forms_and_round_trips(tmp_path: Path) -> None:
@@ -97,42 +87,14 @@ def test_encoder_equals_transformers(unpad: bool, tmp_path: Path) -> None:
         assert worst <= 1e-5, worst
 
 
-HEADS = {
-    "token": (lambda: TokenTaggingHead(entity_types=["PER", "LOC"]), "ModernBertForTokenClassification"),
-    "sequence": (
-        lambda: SequenceClassificationHead(labels=["neg", "neu", "pos"]),
-        "ModernBertForSequenceClassification",
-    ),
-    "qa": (QuestionAnsweringHead, "ModernBertForQuestionAnswering"),
-}
-
-
 @pytest.mark.parametrize("head", list(HEADS))
 def test_every_head_exports_to_the_family_class(head: str, tmp_path: Path) -> None:
-    make, architecture = HEADS[head]
+    make, task = HEADS[head]
     model = BertModule(make(), pretrained=str(hf_directory(tmp_path / "base"))).eval()
     with torch.no_grad():  # fresh heads start at zero bias: make every tensor count
         for p in [*model.head.parameters(), *model.encoder.head.parameters()]:
             p.normal_(0, 0.5)
-    inputs = batch(model.tokenizer, pairs=head == "qa")
-    with torch.no_grad():
-        ours = model(inputs)
-    model.save_pretrained(tmp_path / "export")
-    assert json.loads((tmp_path / "export" / "config.json").read_text())["architectures"] == [architecture]
-    hf, info = getattr(transformers, architecture).from_pretrained(
-        tmp_path / "export", output_loading_info=True, attn_implementation="eager"
-    )
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
-    with torch.no_grad():
-        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
-    real = inputs["attention_mask"].bool()
-    if head == "qa":
-        for key in ("start_logits", "end_logits"):
-            torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
-    elif head == "token":
-        torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
-    else:
-        torch.testing.assert_close(ours["logits"], theirs.logits, atol=1e-5, rtol=1e-4)
+    check_export(model, head, "ModernBert" + task, tmp_path / "export")
     # the export loads back into bertkit: encoder, prediction head and all
     again = BertModule(make(), pretrained=str(tmp_path / "export")).eval()
     for key, value in model.encoder.state_dict().items():

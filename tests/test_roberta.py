@@ -7,44 +7,24 @@ offsets on the words' characters."""
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 
 import pytest
 import torch
-from bertkit_plugins.question_answering import QuestionAnsweringHead
 from bertkit_plugins.roberta import RobertaFamily, XLMRobertaFamily
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
 
 from bertkit import BertModule
-from bertkit.data import pad_batch
 from bertkit.encoders import family_of
 from tests import trained_tokenizers
 from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
+from tests.family_parity import HEADS, batch, check_export, docs_text
 
 transformers = pytest.importorskip("transformers")
 
-SENTENCES = [
-    "Peter Blackburn flew to Oslo on Tuesday.",
-    "EU rejects German call to boycott British lamb .",
-    "Fine.",
-    "  Spaces  around, and a naïve café in Zürich!",
-]
-PAIRS = [("Who flew to Oslo?", "Peter Blackburn flew to Oslo on Tuesday."), ("Why?", "Because it rained all week.")]
 MODELS = {
     "roberta": ("roberta", "RobertaConfig", "RobertaModel", RobertaFamily),
     "xlm-roberta": ("xlm-roberta", "XLMRobertaConfig", "XLMRobertaModel", XLMRobertaFamily),
 }
-
-
-@cache
-def docs_text() -> list[str]:
-    """Real English to train the tokenizers on: the project's own documentation."""
-    lines = []
-    for path in sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]):
-        lines += [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return lines
 
 
 def hf_directory(kind: str, directory: Path, seed: int = 0) -> Path:
@@ -60,12 +40,6 @@ def hf_directory(kind: str, directory: Path, seed: int = 0) -> Path:
     getattr(transformers, model_name)(config).save_pretrained(directory)
     trained_tokenizers.save(tokenizer, directory)
     return directory
-
-
-def batch(tokenizer, pairs: bool) -> dict[str, torch.Tensor]:
-    encoded = tokenizer.encode_batch(*zip(*PAIRS)) if pairs else tokenizer.encode_batch(SENTENCES)
-    features = [{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded]
-    return pad_batch(features, pad_token_id=tokenizer.pad_token_id)
 
 
 @pytest.mark.parametrize("unpad", [True, False], ids=["unpadded", "padded"])
@@ -91,13 +65,6 @@ def test_encoder_equals_transformers(kind: str, unpad: bool, tmp_path: Path) -> 
         torch.testing.assert_close(ours.pooler_output, theirs.pooler_output, atol=1e-5, rtol=1e-5)
 
 
-HEADS = {
-    "token": (lambda: TokenTaggingHead(entity_types=["PER", "LOC"]), "ForTokenClassification"),
-    "sequence": (lambda: SequenceClassificationHead(labels=["neg", "neu", "pos"]), "ForSequenceClassification"),
-    "qa": (QuestionAnsweringHead, "ForQuestionAnswering"),
-}
-
-
 @pytest.mark.parametrize("head", list(HEADS))
 @pytest.mark.parametrize("kind", list(MODELS))
 def test_every_head_exports_to_the_family_class(kind: str, head: str, tmp_path: Path) -> None:
@@ -106,26 +73,7 @@ def test_every_head_exports_to_the_family_class(kind: str, head: str, tmp_path: 
     with torch.no_grad():  # fresh heads start at zero bias: make every tensor count
         for p in model.head.parameters():
             p.normal_(0, 0.5)
-    inputs = batch(model.tokenizer, pairs=head == "qa")
-    with torch.no_grad():
-        ours = model(inputs)
-    model.save_pretrained(tmp_path / "export")
-    architecture = MODELS[kind][2].removesuffix("Model") + task
-    assert json.loads((tmp_path / "export" / "config.json").read_text())["architectures"] == [architecture]
-    hf, info = getattr(transformers, architecture).from_pretrained(
-        tmp_path / "export", output_loading_info=True, attn_implementation="eager"
-    )
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
-    with torch.no_grad():
-        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
-    real = inputs["attention_mask"].bool()
-    if head == "qa":
-        for key in ("start_logits", "end_logits"):
-            torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
-    elif head == "token":
-        torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
-    else:
-        torch.testing.assert_close(ours["logits"], theirs.logits, atol=1e-5, rtol=1e-4)
+    check_export(model, head, MODELS[kind][2].removesuffix("Model") + task, tmp_path / "export")
 
 
 def test_roberta_directory_fine_tunes_ner_through_the_cli(tmp_path: Path) -> None:
@@ -163,6 +111,8 @@ def test_masked_lm_exports_as_the_family_class(kind: str, tmp_path: Path) -> Non
         for p in model.head.parameters():
             p.normal_(0, 0.5)
     inputs = batch(model.tokenizer, pairs=False)
+    inputs["labels"] = torch.full_like(inputs["input_ids"], -100)
+    inputs["labels"][:, 2] = inputs["input_ids"][:, 2]
     inputs["input_ids"][:, 2] = model.tokenizer.mask_token_id
     with torch.no_grad():
         ours = model(inputs)["mlm_logits"]  # (B, V) at the masked positions
@@ -172,4 +122,5 @@ def test_masked_lm_exports_as_the_family_class(kind: str, tmp_path: Path) -> Non
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     with torch.no_grad():
         theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits[:, 2]
+    assert ours.shape == theirs.shape == (len(inputs["input_ids"]), model.tokenizer.vocab_size)
     torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)

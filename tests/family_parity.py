@@ -1,0 +1,71 @@
+"""What the encoder-family tests share: real sentences and pairs, a corpus to train tokenizers on,
+the fine-tuning heads, and the check that an export loads in transformers with bertkit's logits."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import torch
+from bertkit_plugins.question_answering import QuestionAnsweringHead
+from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.token_tagging import TokenTaggingHead
+
+from bertkit import BertModule
+from bertkit.data import pad_batch
+from tests.conftest import ROOT
+
+SENTENCES = [
+    "Peter Blackburn flew to Oslo on Tuesday.",
+    "EU rejects German call to boycott British lamb .",
+    "Fine.",
+    "  Spaces  around, and a naïve café in Zürich!",
+]
+PAIRS = [("Who flew to Oslo?", "Peter Blackburn flew to Oslo on Tuesday."), ("Why?", "Because it rained all week.")]
+HEADS = {  # a fresh head and the task part of transformers' class name
+    "token": (lambda: TokenTaggingHead(entity_types=["PER", "LOC"]), "ForTokenClassification"),
+    "sequence": (lambda: SequenceClassificationHead(labels=["neg", "neu", "pos"]), "ForSequenceClassification"),
+    "qa": (QuestionAnsweringHead, "ForQuestionAnswering"),
+}
+
+
+@cache
+def docs_text() -> list[str]:
+    """Real English to train the tokenizers on: the project's own documentation."""
+    lines = []
+    for path in sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]):
+        lines += [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return lines
+
+
+def batch(tokenizer, pairs: bool) -> dict[str, torch.Tensor]:
+    encoded = tokenizer.encode_batch(*zip(*PAIRS)) if pairs else tokenizer.encode_batch(SENTENCES)
+    features = [{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded]
+    return pad_batch(features, pad_token_id=tokenizer.pad_token_id)
+
+
+def check_export(model: BertModule, head: str, architecture: str, directory: Path) -> None:
+    """``model`` (its task layers randomised by the caller) exports to ``architecture``, which
+    loads without missing or unexpected keys and gives bertkit's logits at the real tokens."""
+    import transformers
+
+    inputs = batch(model.tokenizer, pairs=head == "qa")
+    with torch.no_grad():
+        ours = model(inputs)
+    model.save_pretrained(directory)
+    assert json.loads((directory / "config.json").read_text())["architectures"] == [architecture]
+    hf, info = getattr(transformers, architecture).from_pretrained(
+        directory, output_loading_info=True, attn_implementation="eager"
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    with torch.no_grad():
+        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+    real = inputs["attention_mask"].bool()
+    if head == "qa":
+        for key in ("start_logits", "end_logits"):
+            torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
+    elif head == "token":
+        torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
+    else:
+        torch.testing.assert_close(ours["logits"], theirs.logits, atol=1e-5, rtol=1e-4)
