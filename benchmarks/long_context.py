@@ -51,7 +51,8 @@ def build(implementation: str):
         return encoder, lambda ids, mask: encoder(ids, mask).last_hidden_state
     import transformers
 
-    model = transformers.ModernBertModel(transformers.ModernBertConfig(**SHAPE), attn_implementation="sdpa")
+    config = transformers.ModernBertConfig(**SHAPE)
+    model = transformers.ModernBertModel._from_config(config, attn_implementation="sdpa")
     return model, lambda ids, mask: model(input_ids=ids, attention_mask=mask).last_hidden_state
 
 
