@@ -139,8 +139,8 @@ CASES = [
     ),
     Case(
         "encoder-unknown",
-        ner("--model.encoder=roberta"),
-        ["model.encoder='roberta': no such encoder family; registered: bert, electra"],
+        ner("--model.encoder=xlnet"),
+        ["model.encoder='xlnet': no such encoder family; registered: bert, electra, modernbert, roberta, xlm-roberta"],
     ),
     Case(
         "encoder-mismatch",

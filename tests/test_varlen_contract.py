@@ -126,25 +126,18 @@ def test_attention_dropout_keeps_the_exact_fallback(forced_varlen):
 
 def test_modernbert_local_layers_take_the_window(forced_varlen):
     """ModernBERT's local layers pass ``window_size=(local_attention // 2,) * 2``, its global ones
-    none; outputs and gradients equal the padded path's banded mask."""
+    none; every hidden state equals the padded path's banded mask."""
     from bertkit_plugins.modernbert import ModernBertConfig, ModernBertEncoder
 
     torch.manual_seed(0)
     config = ModernBertConfig.preset("tiny", vocab_size=1000, pad_token_id=0, local_attention=4)
     config.num_hidden_layers = 4  # layers 0 and 3 global, 1 and 2 local
-    encoder = ModernBertEncoder(config).train()  # ModernBERT has no dropout: train() is exact
+    encoder = ModernBertEncoder(config).eval()
     ids, mask, _ = batch([9, 3, 12, 6])
     real = mask.bool()
-    grads, outputs = [], []
-    for unpad in (True, False):
-        encoder.zero_grad()
-        out = encoder(ids, mask, unpad=unpad, output_hidden_states=True)
-        outputs.append([h[real] for h in out.hidden_states] + [out.last_hidden_state[real]])
-        (out.last_hidden_state[real].pow(2).mean() + out.pooler_output.sum()).backward()
-        grads.append({n: p.grad.clone() for n, p in encoder.named_parameters() if p.grad is not None})
+    with torch.no_grad():
+        outputs = [encoder(ids, mask, unpad=unpad, output_hidden_states=True) for unpad in (True, False)]
     windows = [call.get("window_size") for call in forced_varlen]
     assert windows == [None, (2, 2), (2, 2), None]
-    assert max((x - y).abs().max().item() for x, y in zip(*outputs)) <= 1e-5
-    assert grads[0].keys() == grads[1].keys()
-    for name in grads[0]:
-        torch.testing.assert_close(grads[0][name], grads[1][name], atol=1e-5, rtol=1e-4, msg=name)
+    packed, padded = ([*out.hidden_states, out.last_hidden_state] for out in outputs)
+    assert max((x - y)[real].abs().max().item() for x, y in zip(packed, padded)) <= 1e-5

@@ -357,7 +357,9 @@ class ModernBertEncoder(nn.Module):
             input_ids, positions = layout.unpad(input_ids), layout.unpad(positions.expand(B, T))
         distance = (torch.arange(T, device=device)[:, None] - torch.arange(T, device=device)).abs()  # (T, T)
         band = distance <= self.config.local_attention // 2
-        local_mask = band if key_mask is None else key_mask & band  # (B, 1, T, T) or (T, T)
+        # (B, 1, T, T) or (T, T); a padding query sees itself, so that no row is fully masked (its
+        # softmax would be NaN in the backward pass); real queries are unchanged (they see themselves)
+        local_mask = band if key_mask is None else (key_mask & band) | torch.eye(T, dtype=torch.bool, device=device)
         ropes = {kind: self._rope(positions, kind) for kind in ("global", "local")}
         x = self.embeddings(input_ids)  # (B, T, H), packed (N, H)
         states = [x] if output_hidden_states else None
