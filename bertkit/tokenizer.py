@@ -41,7 +41,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "mask": ("[MASK]", "<mask>"),
 }
 # Pre-tokenizers whose words never hold a space, so offsets need no trimming.
-_SPACE_FREE = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit"}
+_SPACE_FREE = (pre_tokenizers.BertPreTokenizer, pre_tokenizers.Whitespace, pre_tokenizers.WhitespaceSplit)
 
 
 @dataclass
@@ -186,8 +186,7 @@ class BertTokenizer:
             )  # BERT's input template (Devlin et al. 2019, §3)
         self.templates = {pair: _read_template(backend, pair) for pair in (False, True)}
         self._words = _words_as_in_text(backend)
-        pre_tokenizer = json.loads(backend.to_str()).get("pre_tokenizer") or {}
-        self._trims = pre_tokenizer.get("type") not in _SPACE_FREE
+        self._trims = not isinstance(backend.pre_tokenizer, _SPACE_FREE)
 
     @staticmethod
     def _roles(backend: Tokenizer, named: Mapping[str, str]) -> dict[str, str]:

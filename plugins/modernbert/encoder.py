@@ -355,8 +355,8 @@ class ModernBertEncoder(nn.Module):
             layout = Unpadded.from_mask(attention_mask) if attention_mask is not None else Unpadded.full(B, T, device)
             key_mask = layout.key_mask() if key_mask is None else key_mask
             input_ids, positions = layout.unpad(input_ids), layout.unpad(positions.expand(B, T))
-        distance = (torch.arange(T, device=device)[:, None] - torch.arange(T, device=device)).abs()  # (T, T)
-        band = distance <= self.config.local_attention // 2
+        w = self.config.local_attention // 2
+        band = torch.ones(T, T, dtype=torch.bool, device=device).tril(w).triu(-w)  # (T, T): |i - j| <= w
         # (B, 1, T, T) or (T, T); a padding query sees itself, so that no row is fully masked (its
         # softmax would be NaN in the backward pass); real queries are unchanged (they see themselves)
         local_mask = band if key_mask is None else (key_mask & band) | torch.eye(T, dtype=torch.bool, device=device)
