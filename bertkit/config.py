@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from bertkit.choices import check
 from bertkit.io import read_json
@@ -59,6 +59,10 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
+
+    prediction_transform_in_encoder: ClassVar[bool] = False
+    """True where the encoder's ``last_hidden_state`` has passed a prediction transform already
+    (ModernBERT's ``head``: dense, activation, norm): a masked-LM head then adds only its decoder."""
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:

@@ -42,6 +42,9 @@ class EncoderFamily:
     tokenizer_class: ClassVar[type[BertTokenizer]] = BertTokenizer
     hf_prefix: ClassVar[str] = "bert."
     """Prefix of the encoder's keys in a ``transformers`` task checkpoint (``bert.``, ``electra.``)."""
+    hf_token_roles: ClassVar[dict[str, str]] = {}
+    """``config.json`` token-id fields of this family's transformers config, by the tokenizer role
+    that fills them (``{"bos_token_id": "cls"}``: ``tokenizer.cls_token_id``)."""
 
     @classmethod
     def hf_architecture(cls, head_architecture: str) -> str | None:

@@ -303,7 +303,10 @@ class BertModule(pl.LightningModule):
             )
         if architecture is None:
             head_state = {}
-        extra = self.head.hf_config() if head_state else {}
+        extra = {
+            field: getattr(self.tokenizer, f"{role}_token_id") for field, role in self.family.hf_token_roles.items()
+        }
+        extra.update(self.head.hf_config() if head_state else {})
         # transformers builds its token, span and masked-LM classes without a pooler: export none
         skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
         skip += self.family.hf_skip(architecture or plain)

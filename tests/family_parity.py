@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 
 import torch
+from bertkit_plugins.pretraining import MaskedLMHead
 from bertkit_plugins.question_answering import QuestionAnsweringHead
 from bertkit_plugins.sequence_classification import SequenceClassificationHead
 from bertkit_plugins.token_tagging import TokenTaggingHead
@@ -27,6 +28,7 @@ HEADS = {  # a fresh head and the task part of transformers' class name
     "token": (lambda: TokenTaggingHead(entity_types=["PER", "LOC"]), "ForTokenClassification"),
     "sequence": (lambda: SequenceClassificationHead(labels=["neg", "neu", "pos"]), "ForSequenceClassification"),
     "qa": (QuestionAnsweringHead, "ForQuestionAnswering"),
+    "mlm": (MaskedLMHead, "ForMaskedLM"),  # its decoder tied to the word embeddings
 }
 
 
@@ -51,10 +53,17 @@ def check_export(model: BertModule, head: str, architecture: str, directory: Pat
     import transformers
 
     inputs = batch(model.tokenizer, pairs=head == "qa")
+    if head == "mlm":  # one token to predict per sequence
+        inputs["labels"] = torch.full_like(inputs["input_ids"], -100)
+        inputs["labels"][:, 2] = inputs["input_ids"][:, 2]
+        inputs["input_ids"][:, 2] = model.tokenizer.mask_token_id
     with torch.no_grad():
         ours = model(inputs)
     model.save_pretrained(directory)
-    assert json.loads((directory / "config.json").read_text())["architectures"] == [architecture]
+    config = json.loads((directory / "config.json").read_text())
+    assert config["architectures"] == [architecture]
+    for field, role in model.family.hf_token_roles.items():  # the export's own vocabulary's ids
+        assert config[field] == getattr(model.tokenizer, f"{role}_token_id"), field
     hf, info = getattr(transformers, architecture).from_pretrained(
         directory, output_loading_info=True, attn_implementation="eager"
     )
@@ -65,6 +74,8 @@ def check_export(model: BertModule, head: str, architecture: str, directory: Pat
     if head == "qa":
         for key in ("start_logits", "end_logits"):
             torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
+    elif head == "mlm":  # (B, V) at the masked positions
+        torch.testing.assert_close(ours["mlm_logits"], theirs.logits[:, 2], atol=1e-4, rtol=1e-4)
     elif head == "token":
         torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
     else:

@@ -99,28 +99,3 @@ def test_roberta_directory_fine_tunes_ner_through_the_cli(tmp_path: Path) -> Non
         for entity in record["entities"]:
             assert entity["text"] == record["text"][entity["start"] : entity["end"]]
             assert entity["text"] == entity["text"].strip() and entity["text"]
-
-
-@pytest.mark.parametrize("kind", list(MODELS))
-def test_masked_lm_exports_as_the_family_class(kind: str, tmp_path: Path) -> None:
-    """BERT's masked-LM layers are RoBERTa's ``lm_head`` under other names; the decoder stays tied."""
-    from bertkit_plugins.pretraining import MaskedLMHead
-
-    model = BertModule(MaskedLMHead(), pretrained=str(hf_directory(kind, tmp_path / "base"))).eval()
-    with torch.no_grad():
-        for p in model.head.parameters():
-            p.normal_(0, 0.5)
-    inputs = batch(model.tokenizer, pairs=False)
-    inputs["labels"] = torch.full_like(inputs["input_ids"], -100)
-    inputs["labels"][:, 2] = inputs["input_ids"][:, 2]
-    inputs["input_ids"][:, 2] = model.tokenizer.mask_token_id
-    with torch.no_grad():
-        ours = model(inputs)["mlm_logits"]  # (B, V) at the masked positions
-    model.save_pretrained(tmp_path / "export")
-    architecture = MODELS[kind][2].removesuffix("Model") + "ForMaskedLM"
-    hf, info = getattr(transformers, architecture).from_pretrained(tmp_path / "export", output_loading_info=True)
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
-    with torch.no_grad():
-        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits[:, 2]
-    assert ours.shape == theirs.shape == (len(inputs["input_ids"]), model.tokenizer.vocab_size)
-    torch.testing.assert_close(ours, theirs, atol=1e-4, rtol=1e-4)

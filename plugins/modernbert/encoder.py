@@ -25,7 +25,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -80,6 +80,8 @@ class ModernBertConfig(BertConfig):
     mlp_dropout: float = 0.0
     classifier_activation: str = "gelu"
     initializer_cutoff_factor: float = 2.0
+
+    prediction_transform_in_encoder: ClassVar[bool] = True  # the encoder's ``head``
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -396,22 +398,24 @@ class ModernBertFamily(EncoderFamily):
     config_class = ModernBertConfig
     encoder_class = ModernBertEncoder
     hf_prefix = "model."
+    hf_token_roles = {"cls_token_id": "cls", "sep_token_id": "sep", "bos_token_id": "cls", "eos_token_id": "sep"}
 
     @classmethod
     def hf_architecture(cls, head_architecture: str) -> str | None:
-        """``ModernBertFor…`` for token classification, question answering and sequence
-        classification (their ``head`` is the encoder's); None for the masked-LM and NSP heads,
-        whose BERT transform would come on top of it."""
+        """``ModernBertFor…`` for token classification, question answering, sequence
+        classification (their ``head`` is the encoder's) and masked LM (a decoder on that
+        ``head``); None for BERT's NSP/SOP pre-training, which ModernBERT has no class for."""
         task = head_architecture.removeprefix("Bert")
-        if task in ("ForTokenClassification", "ForQuestionAnswering", "ForSequenceClassification"):
+        if task in ("ForTokenClassification", "ForQuestionAnswering", "ForSequenceClassification", "ForMaskedLM"):
             return "ModernBert" + task
         return head_architecture if head_architecture.startswith("ModernBert") else None
 
     @classmethod
     def hf_renames(cls, architecture: str) -> dict[str, str]:
-        """The prediction head sits beside ``model.`` in transformers' task classes, and its QA
-        class calls the span layer ``classifier``."""
-        return {"model.head.": "head.", "qa_outputs.": "classifier."}
+        """The prediction head sits beside ``model.`` in transformers' task classes, its QA
+        class calls the span layer ``classifier``, and its masked-LM output bias is the
+        ``decoder``'s (whose weight is tied to the token embeddings)."""
+        return {"model.head.": "head.", "qa_outputs.": "classifier.", "cls.predictions.bias": "decoder.bias"}
 
     @classmethod
     def hf_skip(cls, architecture: str) -> tuple[str, ...]:

@@ -64,14 +64,17 @@ class MaskedText:
 
 
 class MaskedLMPredictions(nn.Module):
-    """``BertLMPredictionHead`` without its decoder matrix (tied to the word embeddings)."""
+    """``BertLMPredictionHead`` without its decoder matrix (tied to the word embeddings); the
+    bias alone where the encoder applies the transform (``config.prediction_transform_in_encoder``:
+    ModernBERT, whose ``ModernBertForMaskedLM`` puts only a decoder on its ``head``)."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        self.transform = nn.Sequential()
-        self.transform.add_module("dense", nn.Linear(config.hidden_size, config.hidden_size))
-        self.transform.add_module("transform_act_fn", ACTIVATIONS[config.hidden_act]())
-        self.transform.add_module("LayerNorm", nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps))
+        self.transform = nn.Sequential()  # empty (the identity) where the encoder applies it
+        if not config.prediction_transform_in_encoder:
+            self.transform.add_module("dense", nn.Linear(config.hidden_size, config.hidden_size))
+            self.transform.add_module("transform_act_fn", ACTIVATIONS[config.hidden_act]())
+            self.transform.add_module("LayerNorm", nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps))
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: torch.Tensor, decoder: torch.Tensor) -> torch.Tensor:
