@@ -3,6 +3,7 @@
     python benchmarks/plot_pretraining.py curve LOG_DIR OUT.png        # held-out MLM/NSP accuracy over steps
     python benchmarks/plot_pretraining.py summary RUN_DIR OUT.json     # curve + NER transfer, as JSON
     python benchmarks/plot_pretraining.py compare RUN_DIR OUT.json     # electra_vs_mlm.sh: curves, NER, OUT.png
+    python benchmarks/plot_pretraining.py architectures RUN_DIR OUT.json  # architecture_transfer.sh, OUT.png
 
 LOG_DIR is a CSVLogger ``name`` folder (all its ``version_*`` are read).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
 from pathlib import Path
 
 import matplotlib
@@ -122,17 +124,57 @@ def compare(run: Path, out: Path) -> None:
     print(json.dumps(summary["ner_conll2003"], indent=2))
 
 
+def architectures(run: Path, out: Path) -> None:
+    """``architecture_transfer.sh``'s summary: each family's held-out MLM curve, parameters and
+    fit time, and CoNLL-2003 test F1 per seed (the best-dev checkpoint of each run), mean and SD."""
+    from safetensors.torch import load_file
+
+    families = ("bert", "modernbert")
+    summary: dict = {"machine": machine(), "pretraining": {}, "ner_conll2003": {}}
+    manifest = json.loads((run / "shards" / "train" / "manifest.json").read_text())
+    summary["corpus"] = {k: manifest[k] for k in ("documents", "instances", "tokens", "max_seq_length")}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for i, family in enumerate(families):
+        weights = load_file(str(run / family / "export" / "model.safetensors"))
+        parameters = sum(t.numel() for t in weights.values())  # the tied decoder once
+        points = curve(run / family / "logs")
+        summary["pretraining"][family] = {
+            "parameters": parameters, "curve": points, "fit_wall_minutes": wall_minutes(run / family)
+        }  # fmt: skip
+        left.plot([p["step"] for p in points], [p["mlm_accuracy"] for p in points], marker="o", label=family)
+        seeds = sorted(run.glob(f"ner-{family}-seed*/logs"))
+        scores = {p.parent.name.rsplit("seed", 1)[1]: ner_scores(p.parent) for p in seeds}
+        test = [s["test_f1_best_dev"] for s in scores.values() if s["test_f1_best_dev"] is not None]
+        summary["ner_conll2003"][family] = {
+            "per_seed": scores,
+            "test_f1_mean": statistics.mean(test) if test else None,
+            "test_f1_sd": statistics.stdev(test) if len(test) > 1 else None,
+        }
+        right.scatter([i] * len(test), test, label=family)
+    left.set(xlabel="optimizer step (batch 32 x 128 tokens)", ylabel="held-out MLM accuracy", ylim=(0, None))
+    left.set_title("masked LM, 30 % of tokens: held-out documents", fontsize=10)
+    right.set(xticks=range(len(families)), xticklabels=families, ylabel="CoNLL-2003 test F1 (one dot a seed)")
+    right.set_title("NER fine-tuned from each export", fontsize=10)
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out.with_suffix(".png"), dpi=120)
+    out.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps({f: {k: v for k, v in s.items() if k != "per_seed"} for f, s in summary["ner_conll2003"].items()}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["curve", "summary", "compare"])
+    parser.add_argument("what", choices=["curve", "summary", "compare", "architectures"])
     parser.add_argument("source", type=Path)
     parser.add_argument("out", type=Path)
     args = parser.parse_args()
     if args.what == "curve":
         plot(curve(args.source), args.out)
         return
-    if args.what == "compare":
-        compare(args.source, args.out)
+    if args.what in ("compare", "architectures"):
+        (compare if args.what == "compare" else architectures)(args.source, args.out)
         return
     manifest = json.loads((args.source / "shards" / "train" / "manifest.json").read_text())
     held = json.loads((args.source / "shards" / "validation" / "manifest.json").read_text())

@@ -124,6 +124,44 @@ def test_generator_corrupts_exactly_the_masked_positions(minilm_dir: Path) -> No
     assert model.encoder.embeddings.word_embeddings.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.parametrize("family", ["roberta", "modernbert"])
+def test_rtd_on_another_family_uses_a_generator_of_that_family(tmp_path: Path, minilm_dir: Path, family: str) -> None:
+    """A RoBERTa or ModernBERT discriminator gets a generator of its own class, half as wide,
+    on its embeddings (listed once) through a projection; the generator and the embeddings learn,
+    and the model reloads from its own state dict."""
+    corpus_file(tmp_path / "train.txt", random.Random(0), documents=16)
+    corpus_file(tmp_path / "valid.txt", random.Random(1), documents=4)
+    pl.seed_everything(0)
+
+    def model() -> BertModule:
+        head = ReplacedTokenDetectionHead(masking=TokenMasking(), prepare_workers=1, generator_size=0.5)
+        return BertModule(
+            head, pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir), learning_rate=3e-3
+        )
+
+    rtd = model()
+    generator = rtd.head.generator
+    assert type(generator) is type(rtd.encoder) and generator.config.hidden_size == 64
+    assert type(generator.config) is type(rtd.encoder.config)
+    names = [n for n, _ in rtd.named_parameters()]
+    assert len(names) == len(set(names)) and not any(".generator.embeddings._shared" in n for n in names)
+    assert {n for n in names if n.startswith("head.generator.embeddings.")} == {
+        "head.generator.embeddings.project.weight", "head.generator.embeddings.project.bias"
+    }  # fmt: skip
+    data = BertDataModule(
+        data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", max_length=32, batch_size=16
+    )
+    embeddings = rtd.encoder.embeddings.word_embeddings.weight.detach().clone()
+    before, after = fit_between_validations(rtd, data, max_epochs=2)
+    assert after["val/mlm_loss"] < before["val/mlm_loss"] - 1.0  # the generator learns
+    assert after["val/rtd_loss"] < before["val/rtd_loss"]
+    assert not torch.equal(rtd.encoder.embeddings.word_embeddings.weight, embeddings)
+    again = model()
+    again.load_state_dict(rtd.state_dict())  # strict: the same keys
+    for key, value in rtd.state_dict().items():
+        assert torch.equal(again.state_dict()[key], value), key
+
+
 def test_rtd_learns_and_exports_as_electra_for_pretraining(tmp_path: Path, minilm_dir: Path) -> None:
     corpus_file(tmp_path / "train.txt", random.Random(0), documents=60)
     corpus_file(tmp_path / "valid.txt", random.Random(1), documents=12)

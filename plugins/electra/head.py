@@ -12,6 +12,10 @@ word embeddings plus a bias; ``ElectraDiscriminatorPredictions``: dense H -> H, 
 ``dense_prediction`` H -> 1). Defaults: generator width 1/4 of the discriminator's (§3.2, Figure 3:
 1/4-1/2 works best), the same number of layers, sampling temperature 1.
 
+Any encoder family: a BERT or ELECTRA discriminator gets the ELECTRA generator above; another
+family's (RoBERTa, ModernBERT) a narrower encoder of its own class on its embeddings through a
+projection (``family_generator``), so positions, RoPE and attention pattern are the family's.
+
 Data: the corpora, prepared shards and masking of ``MaskedLMHead`` (``CorpusHead``; no sentence task).
 """
 
@@ -36,11 +40,16 @@ from bertkit.heads import Batch, by_example
 from bertkit.model import ACTIVATIONS, EncoderOutput
 
 
+def generator_width(config: BertConfig, generator_size: float) -> int:
+    """``generator_size`` x the discriminator's width, a multiple of 64 (one attention head per 64)."""
+    return max(64, round(config.hidden_size * generator_size / 64) * 64)
+
+
 def generator_config(config: BertConfig, generator_size: float) -> ElectraConfig:
-    """The generator's config: ``generator_size`` x the discriminator's width (a multiple of 64,
-    one attention head per 64), 4x that in the feed-forward layer, the same depth, and embeddings
-    of the discriminator's width (they are shared)."""
-    width = max(64, round(config.hidden_size * generator_size / 64) * 64)
+    """The generator's config for a BERT or ELECTRA discriminator: ``generator_width`` wide, 4x that
+    in the feed-forward layer, the same depth, and embeddings of the discriminator's width (they
+    are shared)."""
+    width = generator_width(config, generator_size)
     fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(BertConfig)}
     return ElectraConfig(
         **{**fields, "hidden_size": width, "num_attention_heads": width // 64, "intermediate_size": 4 * width},
@@ -63,6 +72,47 @@ class Generator(ElectraEncoder):
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         x = self._shared[0](input_ids, token_type_ids, positions)  # (*S, E)
         return x if self.embeddings_project is None else self.embeddings_project(x)  # (*S, H_g)
+
+
+class ProjectedEmbeddings(nn.Module):
+    """Another family's generator input: the discriminator's embedding module (not a submodule:
+    its weights stay listed once), called as the family calls it, then ``project`` H -> H_g."""
+
+    def __init__(self, embeddings: nn.Module, width: int, generator_width: int) -> None:
+        super().__init__()
+        self._shared = [embeddings]
+        self.project = nn.Linear(width, generator_width)
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.project(self._shared[0](*inputs))  # (*S, H) -> (*S, H_g)
+
+
+def family_generator(encoder: nn.Module, generator_size: float) -> nn.Module:
+    """The generator of a discriminator of another family (RoBERTa, ModernBERT …): the same
+    encoder class, ``generator_width`` wide with the feed-forward width scaled alike, the same
+    depth, no pooler, on ``ProjectedEmbeddings`` of the discriminator's embeddings."""
+    config = encoder.config
+    width = generator_width(config, generator_size)
+    narrow = dataclasses.replace(
+        config,
+        hidden_size=width,
+        num_attention_heads=width // 64,
+        intermediate_size=config.intermediate_size * width // config.hidden_size,
+    )
+    generator = type(encoder)(narrow, add_pooling_layer=False)
+    del generator.embeddings
+    generator.embeddings = ProjectedEmbeddings(encoder.embeddings, config.hidden_size, width)
+    init_linears(generator.embeddings, config.initializer_range)
+    return generator
+
+
+def init_linears(module: nn.Module, std: float) -> None:
+    """BERT's initialisation of ``module``'s linear layers: truncated normal(0, std) at 2 std, zero
+    biases (google-research/bert ``modeling.py``; LayerNorms start at 1 and 0 as PyTorch makes them)."""
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear):
+            nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+            nn.init.zeros_(layer.bias)
 
 
 class ReplacedTokenDetectionHead(CorpusHead):
@@ -116,7 +166,8 @@ class ReplacedTokenDetectionHead(CorpusHead):
 
     def build(self, config: BertConfig) -> None:
         gen = generator_config(config, self.hparams.generator_size)
-        self.generator = Generator(gen)
+        if type(config) in (BertConfig, ElectraConfig):  # else ``attach`` builds one of the encoder's family
+            self.generator = Generator(gen)
         self.generator_predictions = nn.Sequential()
         self.generator_predictions.add_module("dense", nn.Linear(gen.hidden_size, gen.embedding_width))
         self.generator_predictions.add_module("activation", ACTIVATIONS[gen.hidden_act]())
@@ -127,7 +178,7 @@ class ReplacedTokenDetectionHead(CorpusHead):
         self.discriminator_predictions.add_module("activation", ACTIVATIONS[config.hidden_act]())
         self.discriminator_predictions.add_module("dense_prediction", nn.Linear(config.hidden_size, 1))
         for module in (self.generator_predictions, self.discriminator_predictions):
-            module.apply(self.generator._init_weights)
+            init_linears(module, config.initializer_range)
         kinds = {
             "mlm_accuracy": MeanMetric,
             "mlm_loss": MeanMetric,
@@ -140,8 +191,13 @@ class ReplacedTokenDetectionHead(CorpusHead):
         )
 
     def attach(self, encoder: nn.Module) -> None:
+        """Share the word embeddings; for an encoder of another family than BERT/ELECTRA, build
+        the generator here, as ``family_generator`` of it (it needs the encoder's class)."""
         self._embedding = [encoder.embeddings.word_embeddings]  # a list: not a submodule
-        self.generator.share(encoder.embeddings)
+        if isinstance(self._modules.get("generator"), Generator):
+            self.generator.share(encoder.embeddings)
+        else:
+            self.generator = family_generator(encoder, self.hparams.generator_size)
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """``ElectraForPreTraining``'s ``discriminator_predictions.*`` (the generator is not exported)."""
