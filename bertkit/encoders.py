@@ -61,11 +61,6 @@ class EncoderFamily:
         return {}
 
     @classmethod
-    def hf_skip(cls, architecture: str) -> tuple[str, ...]:
-        """Encoder key prefixes that ``architecture`` has no place for (left out of an export)."""
-        return ()
-
-    @classmethod
     def from_pretrained(cls, directory: str | Path) -> tuple[nn.Module, BertTokenizer]:
         """Encoder and tokenizer of a Hugging Face format directory.
 

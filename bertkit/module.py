@@ -309,7 +309,6 @@ class BertModule(pl.LightningModule):
         extra.update(self.head.hf_config() if head_state else {})
         # transformers builds its token, span and masked-LM classes without a pooler: export none
         skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
-        skip += self.family.hf_skip(architecture or plain)
         renames = self.family.hf_renames(architecture) if architecture is not None else {}
         save_encoder(
             self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames

@@ -1,6 +1,6 @@
-"""Several heads on one encoder (issue 13): the task-mixing and evaluation batch orders, the
+"""Several heads on one encoder: the task-mixing and evaluation batch orders, the
 multi-task head's checks and loss weights, a Python run whose per-task metrics and predictions
-come back namespaced, and the multi-task recipe through the CLI (fit, then predict in a new
+come back namespaced, the same heads on RoBERTa and ModernBERT encoders, and the multi-task recipe through the CLI (fit, then predict in a new
 process from the checkpoint)."""
 
 from __future__ import annotations
@@ -161,6 +161,43 @@ def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tm
     rebuilt.load_state_dict(model.state_dict())
     with torch.no_grad():
         assert torch.equal(rebuilt.eval()(batch)["logits"], outputs["logits"])
+
+
+@pytest.mark.parametrize("family", ["roberta", "modernbert"])
+def test_two_tasks_train_on_other_encoder_families(tmp_path, minilm_dir, family):
+    """Tagging and sentence classification on one fresh RoBERTa or ModernBERT encoder: both losses
+    fall, and the export (the encoder alone: no transformers class has two heads) loads back."""
+    write_colours(tmp_path)
+    pl.seed_everything(0)
+    heads = {
+        "ner": TokenTaggingHead(entity_types=ENTITY_TYPES),
+        "colours": SequenceClassificationHead(labels=["animal", "both", "colour"]),
+    }
+    model = BertModule(
+        MultiTaskHead(heads), pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir),
+        learning_rate=1e-3, warmup_ratio=0.0,
+    )  # fmt: skip
+    colours = str(tmp_path / "train.tsv")
+    tasks = {
+        "ner": TaskData(train_file="train", validation_file="validation"),
+        "colours": TaskData(train_file=colours, validation_file=colours),
+    }
+    data = BertDataModule(tasks=tasks, batch_size=8, task_temperature=math.inf)
+    trainer = pl.Trainer(
+        max_epochs=1, limit_train_batches=30, limit_val_batches=6, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path,
+    )  # fmt: skip
+    before = trainer.validate(model, datamodule=data, verbose=False)[0]
+    trainer.fit(model, datamodule=data)
+    after = trainer.validate(model, datamodule=data, verbose=False)[0]
+    assert after["val/ner/loss"] < 0.8 * before["val/ner/loss"], (before, after)
+    assert after["val/colours/loss"] < before["val/colours/loss"], (before, after)  # slower from scratch
+    with pytest.warns(UserWarning, match="encoder only"):
+        model.save_pretrained(tmp_path / "export")
+    again = BertModule(TokenTaggingHead(entity_types=ENTITY_TYPES), pretrained=str(tmp_path / "export"))
+    assert again.family is model.family
+    for key, value in model.encoder.state_dict().items():
+        assert torch.equal(again.encoder.state_dict()[key], value), key
 
 
 def test_multitask_recipe_fits_and_predicts_through_the_cli(tmp_path):

@@ -272,7 +272,7 @@ class ModernBertEncoder(nn.Module):
     """
 
     pooler = None  # no tanh pooler: pooler_output is the head's [CLS] row
-    optional_weights = ("head.",)  # a bare ModernBertModel directory has no head: it starts fresh
+    optional_weights = ("head.",)  # a ModernBertModel directory written by transformers has none: it starts fresh
 
     def __init__(self, config: ModernBertConfig, add_pooling_layer: bool = True) -> None:
         super().__init__()
@@ -385,10 +385,12 @@ class ModernBertEncoder(nn.Module):
         return EncoderOutput(None, pooled, hidden_states, layout, packed=x)
 
     def save_pretrained(self, directory: str | Path) -> None:
-        """Write ``config.json`` and ``model.safetensors`` that ``transformers.ModernBertModel`` loads."""
+        """Write ``config.json`` and ``model.safetensors`` that ``transformers.ModernBertModel``
+        loads; the prediction head's ``head.*`` are kept (transformers skips them, as it does
+        loading a ``ModernBertForMaskedLM`` checkpoint into ``ModernBertModel``)."""
         from bertkit.weights import save_encoder
 
-        save_encoder(self, directory, skip=("head.",))
+        save_encoder(self, directory)
 
 
 class ModernBertFamily(EncoderFamily):
@@ -398,7 +400,12 @@ class ModernBertFamily(EncoderFamily):
     config_class = ModernBertConfig
     encoder_class = ModernBertEncoder
     hf_prefix = "model."
-    hf_token_roles = {"cls_token_id": "cls", "sep_token_id": "sep", "bos_token_id": "cls", "eos_token_id": "sep"}
+    hf_token_roles: ClassVar[dict[str, str]] = {
+        "cls_token_id": "cls",
+        "sep_token_id": "sep",
+        "bos_token_id": "cls",
+        "eos_token_id": "sep",
+    }
 
     @classmethod
     def hf_architecture(cls, head_architecture: str) -> str | None:
@@ -416,8 +423,3 @@ class ModernBertFamily(EncoderFamily):
         class calls the span layer ``classifier``, and its masked-LM output bias is the
         ``decoder``'s (whose weight is tied to the token embeddings)."""
         return {"model.head.": "head.", "qa_outputs.": "classifier.", "cls.predictions.bias": "decoder.bias"}
-
-    @classmethod
-    def hf_skip(cls, architecture: str) -> tuple[str, ...]:
-        """``ModernBertModel`` has no prediction head."""
-        return ("head.",) if architecture == "ModernBertModel" else ()

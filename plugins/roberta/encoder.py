@@ -101,7 +101,7 @@ class RobertaFamily(EncoderFamily):
     config_class = RobertaConfig
     encoder_class = RobertaEncoder
     hf_prefix = "roberta."
-    hf_token_roles = {"bos_token_id": "cls", "eos_token_id": "sep"}
+    hf_token_roles: ClassVar[dict[str, str]] = {"bos_token_id": "cls", "eos_token_id": "sep"}
     hf_class_prefix: ClassVar[str] = "Roberta"
 
     @classmethod
