@@ -42,6 +42,7 @@ class PlainProgress(ProgressBar):
         self._enabled = True
         self._started = self._last = 0.0
         self._first_step = self._batches = 0
+        self._epoch_batches: int | float = float("inf")
 
     def disable(self) -> None:
         self._enabled = False
@@ -56,7 +57,7 @@ class PlainProgress(ProgressBar):
     def _line(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batches: int) -> str:
         epochs = trainer.max_epochs if trainer.max_epochs is not None and trainer.max_epochs > 0 else None
         epoch = f"epoch {trainer.current_epoch}" + (f"/{epochs - 1}" if epochs else "")
-        total = self.total_train_batches
+        total = self._epoch_batches
         batch = f"batch {batches}" + (f"/{total}" if total != float("inf") else "")
         steps = trainer.global_step - self._first_step
         elapsed = time.monotonic() - self._started
@@ -74,6 +75,12 @@ class PlainProgress(ProgressBar):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._started = self._last = time.monotonic()
         self._first_step = trainer.global_step
+
+    @override
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # Lightning's total_train_batches counts the steps left to max_steps from *now*: fix it
+        # for the epoch when it starts
+        self._epoch_batches = self.total_train_batches
 
     @override
     def on_train_batch_end(

@@ -16,3 +16,36 @@ def test_rich_bar_names_the_epoch_without_a_negative_total(max_epochs, says) -> 
     bar = EpochRichProgressBar()
     bar._trainer = SimpleNamespace(max_epochs=max_epochs)
     assert bar._get_train_description(2).strip() == says
+
+
+def test_plain_lines_count_batches_against_the_epochs_own_total(capsys) -> None:
+    """A step-limited run of 10 batches an epoch and 25 steps: every line says ``batch i/N`` with
+    N fixed for the epoch (10, 10, then the 5 left), never the steps left to ``max_steps``."""
+    import re
+
+    import pytorch_lightning as pl
+    import torch
+    from torch.utils.data import DataLoader
+
+    from bertkit.progress import PlainProgress
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch).pow(2).mean()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    trainer = pl.Trainer(
+        max_steps=25, max_epochs=-1, callbacks=[PlainProgress(every_s=0.0)], logger=False,
+        enable_checkpointing=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(Tiny(), DataLoader(torch.randn(10, 2), batch_size=1))
+    lines = re.findall(r"epoch (\d+)  batch (\d+)/(\d+)  step (\d+)/25", capsys.readouterr().out)
+    assert len(lines) >= 25
+    for epoch, batch, total, step in (map(int, line) for line in lines):
+        assert total == (10 if epoch < 2 else 5) and 1 <= batch <= total and step == 10 * epoch + batch
