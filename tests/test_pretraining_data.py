@@ -19,7 +19,7 @@ from bertkit_plugins.pretraining.vocab import train_vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertkit.tokenizer import BertTokenizer
+from bertkit.tokenizer import BertTokenizer, Inputs
 
 CLS, SEP, MASK, V = 2, 3, 4, 1000
 SPECIALS = frozenset(range(10))  # ids 0-9 play [PAD] [UNK] [CLS] [SEP] [MASK] [unused0-4]
@@ -171,6 +171,19 @@ def numbered_documents(rng: random.Random, n: int, longest: int = 12) -> list:
     return docs
 
 
+def bert_template(a: list[int], b: list[int]) -> Inputs:
+    """``[CLS] A [SEP] B [SEP]`` with [CLS] = -1 and [SEP] = -2."""
+    return Inputs(
+        [-1, *a, -2, *b, -2], [0] * (len(a) + 2) + [1] * (len(b) + 1), [None, *[0] * len(a), None, *[1] * len(b), None]
+    )
+
+
+def roberta_template(a: list[int], b: list[int]) -> Inputs:
+    """``<s> A </s></s> B </s>`` with <s> = -1 and </s> = -2, one token type."""
+    ids = [-1, *a, -2, -2, *b, -2]
+    return Inputs(ids, [0] * len(ids), [None, *[0] * len(a), None, None, *[1] * len(b), None])
+
+
 def _sources(ids: list[int]) -> list[tuple[int, int]]:
     return [(t // 10000, t % 10000 // 100) for t in ids]
 
@@ -184,7 +197,7 @@ def test_nsp_negatives_come_from_another_document_positives_continue() -> None:
     docs = numbered_documents(rng, 40)
     labels = Counter()
     for d in range(len(docs)):
-        for x in create_instances(docs, d, 64, 0.1, "nsp", rng, -1, -2):
+        for x in create_instances(docs, d, 64, 0.1, "nsp", rng, bert_template):
             assert len(x.input_ids) <= 64 and x.input_ids[0] == -1 and x.input_ids[-1] == -2
             a, b = _segments(x)
             assert a and b and x.input_ids[x.segment_a_length - 1] == -2
@@ -204,7 +217,7 @@ def test_sop_swaps_consecutive_segments_of_one_document() -> None:
     docs = numbered_documents(rng, 60)
     labels = Counter()
     for d in range(len(docs)):
-        for x in create_instances(docs, d, 64, 0.1, "sop", rng, -1, -2):
+        for x in create_instances(docs, d, 64, 0.1, "sop", rng, bert_template):
             a, b = _segments(x)
             first, second = (b, a) if x.sentence_label else (a, b)
             assert {s[0] for s in _sources(a + b)} == {d}
@@ -213,10 +226,30 @@ def test_sop_swaps_consecutive_segments_of_one_document() -> None:
     assert 0.35 < labels[1] / sum(labels.values()) < 0.65
 
 
+def test_instances_follow_the_tokenizers_pair_template() -> None:
+    """RoBERTa's ``<s> A </s></s> B </s>``: four specials, so A + B get one token less than BERT's
+    three-special template; word starts and segment lengths follow the template."""
+    docs = numbered_documents(random.Random(2), 30)
+    for d in range(len(docs)):
+        for x in create_instances(docs, d, 64, 0.0, "none", random.Random(d), roberta_template):
+            assert len(x.input_ids) <= 64 and x.segment_a_length == len(x.input_ids)  # one token type
+            first_sep = x.input_ids.index(-2)
+            a, b = x.input_ids[1:first_sep], x.input_ids[first_sep + 2 : -1]
+            assert x.input_ids == roberta_template(a, b).input_ids and a and b and -2 not in a + b
+            assert all(x.word_starts[i] for i in (0, first_sep, first_sep + 1, first_sep + 2, len(x.input_ids) - 1))
+        for x in create_instances(docs, d, 64, 0.0, "none", random.Random(d), bert_template):
+            assert len(x.input_ids) <= 64 and x.input_ids[x.segment_a_length - 1] == -2
+    longest = {
+        name: max(len(x.input_ids) for d in range(len(docs)) for x in create_instances(docs, d, 64, 0.0, "none", random.Random(d), t))
+        for name, t in (("bert", bert_template), ("roberta", roberta_template))
+    }  # fmt: skip
+    assert longest == {"bert": 64, "roberta": 64}  # the budget is filled, never exceeded
+
+
 def test_nsp_with_a_single_document_is_an_error() -> None:
     docs = numbered_documents(random.Random(0), 1)
     with pytest.raises(ValueError, match="at least two documents"):
-        create_instances(docs, 0, 64, 0.1, "nsp", random.Random(0), -1, -2)
+        create_instances(docs, 0, 64, 0.1, "nsp", random.Random(0), bert_template)
 
 
 @given(st.integers(0, 60), st.integers(0, 60), st.integers(2, 50), st.integers(0, 1000))

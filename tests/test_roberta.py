@@ -99,3 +99,45 @@ def test_roberta_directory_fine_tunes_ner_through_the_cli(tmp_path: Path) -> Non
         for entity in record["entities"]:
             assert entity["text"] == record["text"][entity["start"] : entity["end"]]
             assert entity["text"] == entity["text"].strip() and entity["text"]
+
+
+def test_pretraining_instances_take_the_roberta_template(tmp_path: Path) -> None:
+    """Prepared from a RoBERTa tokenizer, every instance is ``<s> A </s></s> B </s>`` within
+    max_seq_length, and dynamic masks never choose a special token."""
+    import random
+
+    from bertkit_plugins.pretraining import TokenMasking
+    from bertkit_plugins.pretraining.head import PreTrainingInstances
+    from bertkit_plugins.pretraining.prepare import prepare
+    from bertkit_plugins.pretraining.shards import Shards
+
+    from bertkit.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer.from_pretrained(hf_directory("roberta", tmp_path / "model"))
+    lines = [line for line in docs_text() if "<" not in line]  # the docs write out <s> and </s>
+    (tmp_path / "corpus.txt").write_text("\n\n".join("\n".join(lines[i : i + 6]) for i in range(0, 600, 6)) + "\n")
+    paths = prepare(
+        str(tmp_path / "corpus.txt"),
+        str(tmp_path / "shards"),
+        tokenizer,
+        max_seq_length=48,
+        sentence_task="none",
+        workers=1,
+    )
+    shards = Shards(paths["train"])
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    assert len(shards) > 50
+    for i in range(len(shards)):
+        ids = shards[i]["input_ids"].tolist()
+        first = ids.index(sep)
+        assert len(ids) <= 48 and ids[0] == cls and ids[first + 1] == sep and ids[-1] == sep
+        a, b = ids[1:first], ids[first + 2 : -1]
+        assert a and b and ids == tokenizer.build_inputs(a, b).input_ids
+    masking = TokenMasking(masked_lm_prob=0.5, max_predictions_per_seq=40)
+    instances = PreTrainingInstances(shards, tokenizer, masking, dynamic=True)
+    random.seed(0)
+    for i in range(len(shards)):
+        item = instances[i]
+        original = shards[i]["input_ids"].tolist()
+        chosen = [p for p, label in enumerate(item["labels"]) if label != -100]
+        assert chosen and not {original[p] for p in chosen} & {cls, sep}

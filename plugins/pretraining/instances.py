@@ -1,7 +1,8 @@
 """Documents -> sentence-pair training instances: google-research/bert ``create_pretraining_data.py``.
 
 ``create_instances`` is ``create_instances_from_document`` (Devlin et al. 2019, §3.1 and A.1):
-fill a chunk of whole sentences up to a target length (``max_seq_length - 3``, or with
+fill a chunk of whole sentences up to a target length (``max_seq_length`` less the pair template's
+special tokens: 3 for ``[CLS] A [SEP] B [SEP]``, 4 for RoBERTa's ``<s> A </s></s> B </s>``, or with
 probability ``short_seq_prob`` a random shorter one, fixed per document as in Google's code);
 segment A = a random number of its leading sentences; B = the rest (the real continuation) or,
 for NSP with probability 0.5 and always for a one-sentence chunk, a span from a random *other*
@@ -18,24 +19,29 @@ comes from another document.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from bertkit.choices import check
+from bertkit.tokenizer import Inputs
 
 Sentence = tuple[list[int], list[bool]]  # WordPiece ids, and whether each id starts a word
 Document = list[Sentence]
 SentenceTask = Literal["nsp", "sop", "none"]
+PairTemplate = Callable[[list[int], list[int]], Inputs]
+"""The tokenizer's pair template (``BertTokenizer.build_inputs``): ids of A and B -> the model input."""
 
 
 @dataclass
 class Instance:
-    """One training sequence ``[CLS] A [SEP] B [SEP]`` before masking.
+    """One training sequence, A and B in the tokenizer's pair template (``[CLS] A [SEP] B [SEP]``),
+    before masking.
 
     Attributes:
         input_ids: T ids, specials included.
         word_starts: T flags, True where a word begins (specials count as words).
-        segment_a_length: tokens of ``[CLS] A [SEP]``; token_type_ids are 0 there, 1 after.
+        segment_a_length: tokens of token type 0 (``[CLS] A [SEP]``), which come first; 1 after.
         sentence_label: NSP: 1 = B is a random span from another document; SOP: 1 = A and B
             swapped; 0 otherwise (also without a sentence task).
     """
@@ -62,11 +68,12 @@ def _tokens(sentences: list[Sentence]) -> list[tuple[int, bool]]:
     return [pair for ids, starts in sentences for pair in zip(ids, starts)]
 
 
-def _pack(a: list[tuple[int, bool]], b: list[tuple[int, bool]], cls_id: int, sep_id: int, label: int) -> Instance:
-    ids = [cls_id] + [t for t, _ in a] + [sep_id] + [t for t, _ in b] + [sep_id]
-    # a segment cut at its front by truncation starts a word there
-    starts = [True, True] + [s for _, s in a[1:]] + [True, True] + [s for _, s in b[1:]] + [True]
-    return Instance(ids, starts, len(a) + 2, label)
+def _pack(a: list[tuple[int, bool]], b: list[tuple[int, bool]], template: PairTemplate, label: int) -> Instance:
+    inputs = template([t for t, _ in a], [t for t, _ in b])
+    # a segment cut at its front by truncation starts a word there; specials count as words
+    starts = {0: iter([True] + [s for _, s in a[1:]]), 1: iter([True] + [s for _, s in b[1:]])}
+    word_starts = [True if sequence is None else next(starts[sequence]) for sequence in inputs.sequence_ids]
+    return Instance(inputs.input_ids, word_starts, inputs.token_type_ids.count(0), label)
 
 
 def create_instances(
@@ -76,10 +83,10 @@ def create_instances(
     short_seq_prob: float,
     sentence_task: SentenceTask,
     rng: random.Random,
-    cls_id: int,
-    sep_id: int,
+    template: PairTemplate,
 ) -> list[Instance]:
-    """Instances from ``documents[index]``; NSP negatives come from the other documents.
+    """Instances from ``documents[index]``, each ``template(A, B)``; NSP negatives come from the
+    other documents.
 
     Raises:
         ValueError: ``sentence_task`` is not nsp, sop or none; NSP with a single document.
@@ -88,7 +95,7 @@ def create_instances(
     if sentence_task == "nsp" and len(documents) < 2:
         raise ValueError("next-sentence prediction needs at least two documents (negatives come from another one)")
     document = documents[index]
-    max_num_tokens = max_seq_length - 3
+    max_num_tokens = max_seq_length - len(template([], []).input_ids)
     target_seq_length = max_num_tokens
     if rng.random() < short_seq_prob:
         target_seq_length = rng.randint(2, max_num_tokens)
@@ -116,7 +123,7 @@ def create_instances(
                 tokens_a, tokens_b, label = tokens_b, tokens_a, 1
             truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
             if tokens_a and tokens_b:  # a one-token lone sentence cannot make a pair
-                instances.append(_pack(tokens_a, tokens_b, cls_id, sep_id, label))
+                instances.append(_pack(tokens_a, tokens_b, template, label))
             chunk, length = [], 0
         i += 1
     return instances

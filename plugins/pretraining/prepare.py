@@ -85,8 +85,7 @@ def build_shard(split: str, index: int, documents: list[list[str]], directory: P
                 s["short_seq_prob"],
                 s["sentence_task"],
                 rng,
-                tokenizer.cls_token_id,
-                tokenizer.sep_token_id,
+                tokenizer.build_inputs,
             )
         rng.shuffle(made)
         instances += made
