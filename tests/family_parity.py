@@ -47,9 +47,10 @@ def batch(tokenizer, pairs: bool) -> dict[str, torch.Tensor]:
     return pad_batch(features, pad_token_id=tokenizer.pad_token_id)
 
 
-def check_export(model: BertModule, head: str, architecture: str, directory: Path) -> None:
+def check_export(model: BertModule, head: str, architecture: str, directory: Path) -> float:
     """``model`` (its task layers randomised by the caller) exports to ``architecture``, which
-    loads without missing or unexpected keys and gives bertkit's logits at the real tokens."""
+    loads without missing or unexpected keys and gives bertkit's logits at the real tokens;
+    returns the largest absolute difference."""
     import transformers
 
     inputs = batch(model.tokenizer, pairs=head == "qa")
@@ -71,12 +72,12 @@ def check_export(model: BertModule, head: str, architecture: str, directory: Pat
     with torch.no_grad():
         theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
     real = inputs["attention_mask"].bool()
-    if head == "qa":
-        for key in ("start_logits", "end_logits"):
-            torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
-    elif head == "mlm":  # (B, V) at the masked positions
-        torch.testing.assert_close(ours["mlm_logits"], theirs.logits[:, 2], atol=1e-4, rtol=1e-4)
-    elif head == "token":
-        torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
-    else:
-        torch.testing.assert_close(ours["logits"], theirs.logits, atol=1e-5, rtol=1e-4)
+    pairs = {  # (bertkit, transformers) logits, at the real tokens
+        "qa": [(ours[k][real], theirs[k][real]) for k in ("start_logits", "end_logits")],
+        "mlm": [(ours["mlm_logits"], theirs.logits[:, 2])],  # (B, V) at the masked positions
+        "token": [(ours["logits"][real], theirs.logits[real])],
+        "sequence": [(ours["logits"], theirs.logits)],
+    }[head]
+    for mine, reference in pairs:
+        torch.testing.assert_close(mine, reference, atol=1e-4 if head == "mlm" else 1e-5, rtol=1e-4)
+    return max(float((mine - reference).abs().max()) for mine, reference in pairs)
