@@ -1,5 +1,6 @@
-"""Third-party heads written only against the documented head contract (docs/plugins.md),
-installed as a distribution and run through the CLI: fit, test and predict in new processes.
+"""Third-party heads written only against the documented head contract (docs/plugins.md), and an
+encoder family (docs/plugin-guide.md), installed as a distribution and run through the CLI: fit,
+test, predict and export in new processes.
 
 ``WordTaggingHead`` has a padded key of its own (``first_token``, padded with -1) and learns its
 tags from the training file; ``ScoreHead`` is the plugin guide's ≤ 30-line example (docs/plugins.md). Both rely on the
@@ -127,3 +128,37 @@ def test_plugin_guide_shows_the_score_head_as_tested():
     code = (FIXTURE / "bertkit_score_head.py").read_text()
     assert f"```python\n{code}```" in guide
     assert sum(1 for line in code.splitlines() if line.strip()) <= 30
+
+
+def test_plugin_guide_family_loads_fine_tunes_and_exports_a_camembert_directory(site, tmp_path):
+    """The guide's CamemBERT family: a transformers ``camembert`` directory (random weights, a
+    SentencePiece tokenizer trained here) is found by its ``model_type``, fine-tunes NER, and
+    exports as ``CamembertForTokenClassification``, which transformers loads without a missing key."""
+    import transformers
+
+    from tests import trained_tokenizers
+    from tests.conftest import FAST, RECIPE
+    from tests.family_parity import docs_text
+
+    guide = (ROOT / "docs" / "plugin-guide.md").read_text()
+    assert f"```python\n{(FIXTURE / 'bertkit_camembert.py').read_text()}```" in guide
+    tokenizer = trained_tokenizers.train("xlm-roberta", docs_text(), vocab_size=1500)
+    pad = tokenizer.token_to_id("<pad>")
+    config = transformers.CamembertConfig(
+        vocab_size=tokenizer.get_vocab_size(), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=512 + pad + 1, pad_token_id=pad, type_vocab_size=1,
+    )  # fmt: skip
+    transformers.CamembertModel(config).save_pretrained(tmp_path / "camembert")
+    trained_tokenizers.save(tokenizer, tmp_path / "camembert")
+    env = env_with(site, BERTKIT_LOAD_PLUGINS="camembert")
+    overlay = ROOT / "recipes" / "roberta.yaml"
+    fit = ["fit", "--config", str(RECIPE), "--config", str(overlay), f"--model.pretrained={tmp_path / 'camembert'}"]
+    run_bertkit_fresh(*fit, *FAST, cwd=tmp_path, env=env)
+    run_bertkit_fresh("export", "runs/ner/checkpoints/last.ckpt", "export", "--onnx=false", cwd=tmp_path, env=env)
+    exported = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert exported["model_type"] == "camembert" and exported["architectures"] == ["CamembertForTokenClassification"]
+    hf, info = transformers.CamembertForTokenClassification.from_pretrained(
+        tmp_path / "export", output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    assert hf.config.id2label[0] == "O" and hf.config.bos_token_id == tokenizer.token_to_id("<s>")

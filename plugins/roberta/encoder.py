@@ -36,6 +36,8 @@ class RobertaConfig(BertConfig):
     50,265 tokens, 514 positions, one token type, LayerNorm eps 1e-5, ``<pad>`` = 1."""
 
     model_type: ClassVar[str] = "roberta"
+    hf_model: ClassVar[str] = "RobertaModel"
+    """transformers' encoder class, ``config.json``'s ``architectures`` of an encoder export."""
     vocab_size: int = 50265
     max_position_embeddings: int = 514
     type_vocab_size: int = 1
@@ -49,8 +51,7 @@ class RobertaConfig(BertConfig):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, as written to ``config.json`` (``model_type: roberta`` / ``xlm-roberta``)."""
-        architecture = "XLMRobertaModel" if self.model_type == "xlm-roberta" else "RobertaModel"
-        return {"model_type": self.model_type, "architectures": [architecture], **dataclasses.asdict(self)}
+        return {"model_type": self.model_type, "architectures": [self.hf_model], **dataclasses.asdict(self)}
 
 
 @dataclass
@@ -59,6 +60,7 @@ class XLMRobertaConfig(RobertaConfig):
     comes from its tokenizer)."""
 
     model_type: ClassVar[str] = "xlm-roberta"
+    hf_model: ClassVar[str] = "XLMRobertaModel"
     vocab_size: int = 250002
 
 
