@@ -3,7 +3,8 @@
 # 4 heads) pre-trained on ../shared/data/corpus (Brown, State of the Union, Moby-Dick; 3 % of
 # documents held out) with the same objective (masked LM alone, 30 % of tokens, masks drawn when
 # read: recipes/pretrain_modernbert.yaml), the same WordPiece vocabulary, instances, steps, batch,
-# learning rate and schedule; then CoNLL-2003 NER fine-tuned from each export over SEEDS seeds.
+# learning rate and schedule; then CoNLL-2003 NER fine-tuned from each export over SEEDS seeds, and
+# (one seed) from a random initialisation of each architecture, the baseline pre-training must beat.
 # Only the architecture differs (ModernBERT: RoPE, GeGLU of 1.5 H, pre-norm without biases,
 # local/global attention). Run from the repository root:
 #
@@ -51,15 +52,20 @@ done
 
 if [ "$PARTS" = all ] || [ "$PARTS" = ner ]; then
     for FAMILY in $FAMILIES; do
-        for SEED in $(seq 1 $SEEDS); do
+        for SEED in $(seq 1 $SEEDS) random; do
             RUN=$OUT/ner-$FAMILY-seed$SEED
-            [ -n "$(ls $RUN/logs/version_*/metrics.csv 2>/dev/null | xargs -r grep -l test/f1)" ] && continue
-            if [ ! -f $OUT/$FAMILY/export/model.safetensors ]; then
+            if [ $SEED = random ]; then
+                RUN=$OUT/ner-$FAMILY-random SEED=1
+                MODEL="{pretrained: null, encoder: $FAMILY, preset: mini, vocab_file: $VOCAB, lowercase: false}"
+            elif [ -f $OUT/$FAMILY/export/model.safetensors ]; then
+                MODEL="{pretrained: $OUT/$FAMILY/export}"
+            else
                 echo "$RUN: no $OUT/$FAMILY/export yet (pre-train it first)"; continue
             fi
+            [ -f $RUN/test_scores.json ] && continue
             cat > $RUN.yaml <<YAML
 seed_everything: $SEED
-model: {pretrained: $OUT/$FAMILY/export}
+model: $MODEL
 data: {data_dir: ../shared/data/ner/conll2003, seed: $SEED}  # batch order too
 trainer:
   max_epochs: 3

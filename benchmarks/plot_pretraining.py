@@ -78,9 +78,15 @@ def plot(points: list[dict[str, float]], out: Path) -> None:
 
 
 def ner_scores(run: Path) -> dict[str, float]:
+    """Dev F1 per epoch (the fit's log) and the test F1 of the best-dev checkpoint (``bertkit
+    test`` writes ``test_scores.json``; older runs logged it to the CSV)."""
     rows = metrics(run / "logs")
     val = [float(r["val/f1"]) for r in rows if r.get("val/f1")]
-    test = [float(r["test/f1"]) for r in rows if r.get("test/f1")]
+    scores = run / "test_scores.json"
+    if scores.is_file():
+        test = [json.loads(scores.read_text())["scores"]["test/f1"]]
+    else:
+        test = [float(r["test/f1"]) for r in rows if r.get("test/f1")]
     return {"dev_f1_per_epoch": val, "test_f1_best_dev": test[-1] if test else None}
 
 
@@ -126,7 +132,8 @@ def compare(run: Path, out: Path) -> None:
 
 def architectures(run: Path, out: Path) -> None:
     """``architecture_transfer.sh``'s summary: each family's held-out MLM curve, parameters and
-    fit time, and CoNLL-2003 test F1 per seed (the best-dev checkpoint of each run), mean and SD."""
+    fit time, and CoNLL-2003 test F1 per seed (the best-dev checkpoint of each run), mean and SD,
+    and from a random initialisation where it was run."""
     from safetensors.torch import load_file
 
     families = ("bert", "modernbert")
@@ -150,6 +157,9 @@ def architectures(run: Path, out: Path) -> None:
             "test_f1_mean": statistics.mean(test) if test else None,
             "test_f1_sd": statistics.stdev(test) if len(test) > 1 else None,
         }
+        random_init = run / f"ner-{family}-random"
+        if random_init.is_dir():
+            summary["ner_conll2003"][family]["random_init_test_f1"] = ner_scores(random_init)["test_f1_best_dev"]
         right.scatter([i] * len(test), test, label=family)
     left.set(xlabel="optimizer step (batch 32 x 128 tokens)", ylabel="held-out MLM accuracy", ylim=(0, None))
     left.set_title("masked LM, 30 % of tokens: held-out documents", fontsize=10)

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     plugin_manager()
     if args[:1] == ["plugins"]:
         return print_plugins(args[1:])
-    commands = {"embed": Lazy("bertkit.commands:embed"), "export": Lazy("bertkit.commands:export")}
+    commands = {name: Lazy(f"bertkit.commands:{name}") for name in ("embed", "export", "serve")}
     commands |= entries("register_commands")
     if not args or args[0] in ("-h", "--help"):
         print(overview(commands, Path("recipes").glob("*.yaml")))

@@ -1,4 +1,4 @@
-"""The ``bertkit embed`` and ``bertkit export`` commands. Their signatures and docstrings are the
+"""The ``bertkit embed``, ``bertkit export`` and ``bertkit serve`` commands. Their signatures and docstrings are the
 commands' options and help (jsonargparse); the implementations (torch, Lightning) are imported
 when a command runs, so ``bertkit embed --help`` answers at once."""
 
@@ -139,3 +139,38 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     if int8:
         before, after = quantize_onnx(Path(output) / "model.onnx", Path(output) / "model.int8.onnx")
         print(f"wrote {Path(output) / 'model.int8.onnx'} ({after / 1e6:.1f} MB; model.onnx {before / 1e6:.1f} MB)")
+
+
+def serve(
+    checkpoint: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    accelerator: str = "auto",
+    workers: int = 1,
+    batch_size: int = 32,
+    timeout: float = 30.0,
+    api_key: str | None = None,
+) -> None:
+    """Serve a ``bertkit fit`` checkpoint over HTTP (LitServe; ``pip install 'bertkit[serve]'``):
+    ``POST /predict`` (the records ``bertkit predict`` writes), ``POST /embed``
+    (text-embeddings-inference's request and response), ``GET /health``, ``GET /info``.
+
+    Args:
+        checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
+        host: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface).
+        port: the TCP port.
+        accelerator: ``auto``, ``cpu`` or ``cuda``.
+        workers: model processes per route and device.
+        batch_size: windows per forward pass.
+        timeout: seconds a request may wait before a 504.
+        api_key: require this value in every request's ``X-API-Key`` header.
+    """
+    if find_spec("litserve") is None:
+        raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
+    if api_key:
+        os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
+    from bertkit.serve import server
+
+    server(checkpoint, accelerator, workers, batch_size, timeout).run(
+        host=host, port=port, generate_client_file=False, log_level="warning"
+    )

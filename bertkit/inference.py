@@ -1,0 +1,140 @@
+"""A trained model answering requests in memory: ``Predictor`` turns texts (or JSON records) into
+the records ``bertkit predict`` writes, and texts into sentence embeddings. ``bertkit serve``
+puts it behind HTTP; a notebook can call it directly."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit.data import pad_batch
+from bertkit.embed import embed_texts
+from bertkit.module import BertModule
+
+Request = str | dict[str, Any]
+"""One input: a line of the head's plain-text format (``bertkit predict`` on a ``.txt`` file), or
+one JSON record of its native format (``{"question", "context"}`` for question answering)."""
+
+
+class Predictor:
+    """A ``BertModule`` in evaluation mode, with its head's readers and the data settings it was
+    trained with.
+
+    Args:
+        model: a model whose head is built (a loaded checkpoint).
+        max_length: tokens per window, specials included (the checkpoint's ``data.max_length``);
+            longer inputs are windowed as ``bertkit predict`` windows them (NER, QA) or
+            truncated where the head reads one window.
+        batch_size: windows per forward pass.
+    """
+
+    def __init__(self, model: BertModule, max_length: int = 128, batch_size: int = 32) -> None:
+        self.model, self.max_length, self.batch_size = model.eval(), max_length, batch_size
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, batch_size: int = 32, device: str = "cpu") -> Predictor:
+        """Load a ``bertkit fit`` checkpoint (read as ``BertModule.load_from_checkpoint`` reads it:
+        nothing it names is imported) onto ``device`` with its ``data.max_length``.
+
+        Raises:
+            FileNotFoundError, ValueError: see ``bertkit.checkpoints.check_checkpoint``.
+        """
+        model = BertModule.load_from_checkpoint(path, map_location=device)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
+        return cls(model, int(max_length), batch_size)
+
+    def info(self) -> dict[str, Any]:
+        """What a client needs to know: family, head and its settings, max length, hidden size."""
+        head = self.model.head
+        return {
+            "family": self.model.family.name,
+            "head": type(head).__name__,
+            "head_settings": dict(head.hparams),
+            "max_length": self.max_length,
+            "hidden_size": self.model.encoder.config.hidden_size,
+        }
+
+    def examples(self, inputs: list[Request]) -> list[Any]:
+        """The head's examples of ``inputs``, one each, in order.
+
+        Raises:
+            ValueError: an input the head cannot read (the message names ``inputs[i]``), or a
+                mix of texts and records.
+        """
+        head = self.model.head
+        if all(isinstance(x, str) for x in inputs):
+            for i, text in enumerate(inputs):
+                if not text.strip():
+                    raise ValueError(f"inputs[{i}]: empty text")
+                if "\n" in text or "\r" in text:
+                    raise ValueError(f"inputs[{i}]: one line per input (the text has a line break)")
+            examples = head.read_text_lines(Path("inputs"), enumerate(inputs, 1))  # sources inputs:1 …
+        elif all(isinstance(x, dict) for x in inputs):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "inputs.jsonl"
+                path.write_text("".join(json.dumps(x) + "\n" for x in inputs), encoding="utf-8")
+                try:
+                    examples = [_renamed(e, str(path)) for e in head.read(path, labelled=False)]
+                except ValueError as err:
+                    raise ValueError(str(err).replace(str(path), "inputs")) from None
+        else:
+            raise ValueError("inputs: all texts (strings) or all records (JSON objects), not a mix")
+        if len(examples) != len(inputs):
+            raise ValueError(f"inputs: {type(head).__name__} read {len(examples)} examples from {len(inputs)} inputs")
+        return examples
+
+    def predict(self, inputs: list[Request]) -> list[dict[str, Any]]:
+        """One record per input, as ``bertkit predict`` writes them (entities with character
+        offsets, labels with probabilities, answers …).
+
+        Raises:
+            ValueError: see ``examples``.
+        """
+        return self.predict_examples(self.examples(inputs))
+
+    @torch.inference_mode()
+    def predict_examples(self, examples: list[Any]) -> list[dict[str, Any]]:
+        """``predict`` of the head's examples (from ``examples``)."""
+        head, tokenizer, device = self.model.head, self.model.tokenizer, self.model.device
+        features = list(head.featurize(examples, tokenizer, self.max_length))
+        records: list[dict[str, Any]] = []
+        for start in range(0, len(features), self.batch_size):
+            batch = pad_batch(features[start : start + self.batch_size], tokenizer.pad_token_id, head.pad_values)
+            batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            records += self.model.predict_step(batch, start // self.batch_size)
+        return head.format_predictions(examples, records)
+
+    @torch.inference_mode()
+    def embed(self, texts: list[str], normalize: bool = True) -> list[list[float]]:
+        """Mean-pooled last-layer vectors (sentence-transformers' pooling), L2-normalised unless
+        ``normalize`` is False; texts longer than ``max_length`` tokens are truncated.
+
+        Raises:
+            ValueError: an empty text (names ``inputs[i]``).
+        """
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise ValueError(f"inputs[{i}]: empty text")
+        vectors, _, _ = embed_texts(
+            self.model.encoder, self.model.tokenizer, texts, max_length=self.max_length, batch_size=self.batch_size
+        )
+        stacked = torch.stack(vectors)  # (N, H)
+        if normalize:
+            stacked = torch.nn.functional.normalize(stacked, dim=-1)
+        return stacked.tolist()
+
+
+def _renamed(example: Any, path: str) -> Any:
+    """``example`` with the temporary file's name in its text fields (a source, a default id)
+    replaced by ``inputs`` (``inputs:2`` is the second input)."""
+    if not dataclasses.is_dataclass(example):
+        return example
+    fields = {f.name: getattr(example, f.name) for f in dataclasses.fields(example)}
+    changed = {k: v.replace(path, "inputs") for k, v in fields.items() if isinstance(v, str) and path in v}
+    return dataclasses.replace(example, **changed) if changed else example
