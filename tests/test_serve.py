@@ -22,22 +22,14 @@ import torch
 from bertkit_plugins.question_answering import QuestionAnsweringHead
 from bertkit_plugins.token_tagging import TokenTaggingHead
 
-from bertkit import BertDataModule, BertModule
+from bertkit import BertDataModule
 from bertkit.callbacks import prediction_records
 from bertkit.inference import Predictor
 from tests.conftest import FAST, RECIPE, run_bertkit
+from tests.test_export import tiny
 
 LONG = " ".join(["Peter Blackburn flew from Oslo to Paris on Tuesday ."] * 12)  # > 32 tokens: windows
 TEXTS = ["EU rejects German call to boycott British lamb .", LONG, "Fine ."]
-
-
-def tiny(head) -> BertModule:
-    torch.manual_seed(0)
-    model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2").eval()
-    with torch.no_grad():  # fresh heads start at zero bias: make every tensor count
-        for p in model.head.parameters():
-            p.normal_(0, 0.5)
-    return model
 
 
 def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> None:
