@@ -69,9 +69,8 @@ class Predictor:
         """
         head = self.model.head
         if all(isinstance(x, str) for x in inputs):
+            check_texts(inputs)
             for i, text in enumerate(inputs):
-                if not text.strip():
-                    raise ValueError(f"inputs[{i}]: empty text")
                 if "\n" in text or "\r" in text:
                     raise ValueError(f"inputs[{i}]: one line per input (the text has a line break)")
             examples = head.read_text_lines(Path("inputs"), enumerate(inputs, 1))  # sources inputs:1 …
@@ -118,9 +117,7 @@ class Predictor:
         Raises:
             ValueError: an empty text (names ``inputs[i]``).
         """
-        for i, text in enumerate(texts):
-            if not text.strip():
-                raise ValueError(f"inputs[{i}]: empty text")
+        check_texts(texts)
         vectors, _, _ = embed_texts(
             self.model.encoder, self.model.tokenizer, texts, max_length=self.max_length, batch_size=self.batch_size
         )
@@ -128,6 +125,13 @@ class Predictor:
         if normalize:
             stacked = torch.nn.functional.normalize(stacked, dim=-1)
         return stacked.tolist()
+
+
+def check_texts(texts: list[str]) -> None:
+    """Raises ValueError naming ``inputs[i]``, the first empty (or whitespace-only) text."""
+    empty = next((i for i, text in enumerate(texts) if not text.strip()), None)
+    if empty is not None:
+        raise ValueError(f"inputs[{empty}]: empty text")
 
 
 def _renamed(example: Any, path: str) -> Any:

@@ -25,7 +25,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bertkit.inference import Predictor
+from bertkit.inference import Predictor, check_texts
 
 MAX_INPUTS = 256
 """Most inputs in one request."""
@@ -109,9 +109,10 @@ class EmbedAPI(_ModelAPI):
         normalize = request.get("normalize", True)
         if not isinstance(normalize, bool):
             raise HTTPException(422, f"normalize: expected true or false, got {normalize!r}")
-        empty = next((i for i, t in enumerate(texts) if not t.strip()), None)
-        if empty is not None:
-            raise HTTPException(422, f"inputs[{empty}]: empty text")
+        try:
+            check_texts(texts)
+        except ValueError as err:
+            raise HTTPException(422, str(err)) from None
         return texts, normalize
 
     def predict(self, request: tuple[list[str], bool]) -> list[list[float]]:

@@ -74,6 +74,12 @@ class Generator(ElectraEncoder):
         return x if self.embeddings_project is None else self.embeddings_project(x)  # (*S, H_g)
 
 
+def has_electra_generator(config: BertConfig) -> bool:
+    """Whether a discriminator of ``config`` takes ELECTRA's ``Generator`` (BERT and ELECTRA), or
+    else ``family_generator`` of its own class."""
+    return type(config) in (BertConfig, ElectraConfig)
+
+
 class ProjectedEmbeddings(nn.Module):
     """Another family's generator input: the discriminator's embedding module (not a submodule:
     its weights stay listed once), called as the family calls it, then ``project`` H -> H_g."""
@@ -166,7 +172,7 @@ class ReplacedTokenDetectionHead(CorpusHead):
 
     def build(self, config: BertConfig) -> None:
         gen = generator_config(config, self.hparams.generator_size)
-        if type(config) in (BertConfig, ElectraConfig):  # else ``attach`` builds one of the encoder's family
+        if has_electra_generator(config):  # else ``attach`` builds one of the encoder's family
             self.generator = Generator(gen)
         self.generator_predictions = nn.Sequential()
         self.generator_predictions.add_module("dense", nn.Linear(gen.hidden_size, gen.embedding_width))
@@ -194,7 +200,7 @@ class ReplacedTokenDetectionHead(CorpusHead):
         """Share the word embeddings; for an encoder of another family than BERT/ELECTRA, build
         the generator here, as ``family_generator`` of it (it needs the encoder's class)."""
         self._embedding = [encoder.embeddings.word_embeddings]  # a list: not a submodule
-        if isinstance(self._modules.get("generator"), Generator):
+        if has_electra_generator(encoder.config):
             self.generator.share(encoder.embeddings)
         else:
             self.generator = family_generator(encoder, self.hparams.generator_size)
