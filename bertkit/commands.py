@@ -147,13 +147,16 @@ def serve(
     port: int = 8000,
     accelerator: str = "auto",
     workers: int = 1,
-    batch_size: int = 32,
+    max_tokens: int = 8192,
+    max_batch_size: int = 8,
+    batch_timeout: float = 0.01,
     timeout: float = 30.0,
     api_key: str | None = None,
 ) -> None:
     """Serve a ``bertkit fit`` checkpoint over HTTP (LitServe; ``pip install 'bertkit[serve]'``):
     ``POST /predict`` (the records ``bertkit predict`` writes), ``POST /embed``
-    (text-embeddings-inference's request and response), ``GET /health``, ``GET /info``.
+    (text-embeddings-inference's request and response), ``GET /health``, ``GET /info``, and a
+    page to try the model at ``GET /``. SIGTERM answers the requests in flight, then exits.
 
     Args:
         checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
@@ -161,7 +164,9 @@ def serve(
         port: the TCP port.
         accelerator: ``auto``, ``cpu`` or ``cuda``.
         workers: model processes per route and device.
-        batch_size: windows per forward pass.
+        max_tokens: tokens per forward pass, padding included (windows sorted by length).
+        max_batch_size: requests run together in one model call (1: one at a time).
+        batch_timeout: seconds the first request of a batch waits for others to join it.
         timeout: seconds a request may wait before a 504.
         api_key: require this value in every request's ``X-API-Key`` header.
     """
@@ -171,6 +176,6 @@ def serve(
         os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
     from bertkit.serve import server
 
-    server(checkpoint, accelerator, workers, batch_size, timeout).run(
+    server(checkpoint, accelerator, workers, max_tokens, max_batch_size, batch_timeout, timeout).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )

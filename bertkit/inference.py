@@ -15,6 +15,7 @@ import torch
 from bertkit.data import pad_batch
 from bertkit.embed import embed_texts
 from bertkit.module import BertModule
+from bertkit.samplers import cut_by_tokens
 
 Request = str | dict[str, Any]
 """One input: a line of the head's plain-text format (``bertkit predict`` on a ``.txt`` file), or
@@ -30,14 +31,21 @@ class Predictor:
         max_length: tokens per window, specials included (the checkpoint's ``data.max_length``);
             longer inputs are windowed as ``bertkit predict`` windows them (NER, QA) or
             truncated where the head reads one window.
-        batch_size: windows per forward pass.
+        max_tokens: tokens per forward pass, padding included (rows x longest row): windows are
+            sorted by length and cut into batches within this budget, so a batch holds little
+            padding; outputs keep the inputs' order.
+
+    Raises:
+        ValueError: ``max_tokens`` below ``max_length``.
     """
 
-    def __init__(self, model: BertModule, max_length: int = 128, batch_size: int = 32) -> None:
-        self.model, self.max_length, self.batch_size = model.eval(), max_length, batch_size
+    def __init__(self, model: BertModule, max_length: int = 128, max_tokens: int = 8192) -> None:
+        if max_tokens < max_length:
+            raise ValueError(f"max_tokens={max_tokens}: expected at least max_length ({max_length}), one window")
+        self.model, self.max_length, self.max_tokens = model.eval(), max_length, max_tokens
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, batch_size: int = 32, device: str = "cpu") -> Predictor:
+    def from_checkpoint(cls, path: str | Path, max_tokens: int = 8192, device: str = "cpu") -> Predictor:
         """Load a ``bertkit fit`` checkpoint (read as ``BertModule.load_from_checkpoint`` reads it:
         nothing it names is imported) onto ``device`` with its ``data.max_length``.
 
@@ -47,7 +55,7 @@ class Predictor:
         model = BertModule.load_from_checkpoint(path, map_location=device)
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
-        return cls(model, int(max_length), batch_size)
+        return cls(model, int(max_length), max_tokens)
 
     def info(self) -> dict[str, Any]:
         """What a client needs to know: family, head and its settings, max length, hidden size."""
@@ -102,11 +110,13 @@ class Predictor:
         """``predict`` of the head's examples (from ``examples``)."""
         head, tokenizer, device = self.model.head, self.model.tokenizer, self.model.device
         features = list(head.featurize(examples, tokenizer, self.max_length))
-        records: list[dict[str, Any]] = []
-        for start in range(0, len(features), self.batch_size):
-            batch = pad_batch(features[start : start + self.batch_size], tokenizer.pad_token_id, head.pad_values)
+        lengths = [len(f["input_ids"]) for f in features]
+        longest_first = sorted(range(len(features)), key=lambda i: -lengths[i])
+        records: list[dict[str, Any]] = []  # they name their example: format_predictions joins them
+        for b, rows in enumerate(cut_by_tokens(longest_first, lengths, self.max_tokens, padded=True)):
+            batch = pad_batch([features[i] for i in rows], tokenizer.pad_token_id, head.pad_values)
             batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            records += self.model.predict_step(batch, start // self.batch_size)
+            records += self.model.predict_step(batch, b)
         return head.format_predictions(examples, records)
 
     @torch.inference_mode()
@@ -118,8 +128,9 @@ class Predictor:
             ValueError: an empty text (names ``inputs[i]``).
         """
         check_texts(texts)
+        batch_size = self.max_tokens // self.max_length
         vectors, _, _ = embed_texts(
-            self.model.encoder, self.model.tokenizer, texts, max_length=self.max_length, batch_size=self.batch_size
+            self.model.encoder, self.model.tokenizer, texts, max_length=self.max_length, batch_size=batch_size
         )
         stacked = torch.stack(vectors)  # (N, H)
         if normalize:

@@ -133,22 +133,30 @@ class TokenBudgetBatchSampler(EpochBatchSampler):
         ]
 
     def draw(self, g: torch.Generator) -> list[list[int]]:
-        batches: list[list[int]] = []
-        current: list[int] = []
-        tokens = longest = 0
-        for i in self._order(g):
-            n = self.lengths[i]
-            cost = (len(current) + 1) * max(longest, n) if self.padded else tokens + n
-            if current and cost > self.max_tokens:
-                batches.append(current)
-                current, tokens, longest = [], 0, 0
-            current.append(i)
-            tokens, longest = tokens + n, max(longest, n)
-        if current:
-            batches.append(current)
+        batches = cut_by_tokens(self._order(g), self.lengths, self.max_tokens, self.padded)
         if self.group_by_length:  # grouped batches come out sorted: shuffle them
             batches = [batches[b] for b in torch.randperm(len(batches), generator=g).tolist()]
         return batches
+
+
+def cut_by_tokens(order: list[int], lengths: list[int], max_tokens: int, padded: bool = False) -> list[list[int]]:
+    """``order`` cut greedily into consecutive batches whose cost stays within ``max_tokens``: real
+    tokens (``sum(lengths)``), or with ``padded`` rows x longest (the padded (B, T) tensor). A
+    feature longer than the budget forms a batch alone."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    tokens = longest = 0
+    for i in order:
+        n = lengths[i]
+        cost = (len(current) + 1) * max(longest, n) if padded else tokens + n
+        if current and cost > max_tokens:
+            batches.append(current)
+            current, tokens, longest = [], 0, 0
+        current.append(i)
+        tokens, longest = tokens + n, max(longest, n)
+    if current:
+        batches.append(current)
+    return batches
 
 
 class EvalShardSampler(DistributedSampler):

@@ -8,22 +8,29 @@ extra). Routes:
 - ``POST /embed`` ``{"inputs": TEXT | [TEXT …], "normalize": true}`` -> a list of vectors, as
   text-embeddings-inference answers (mean-pooled last layer).
 - ``GET /health``, ``GET /info`` (LitServe's; ``/info`` carries the model's family, head, labels
-  and max length).
+  and max length); ``GET /`` a page to try the model.
 
-A request the model cannot read gets a 4xx whose message names the field; the server keeps
-serving. Inputs are windowed as ``bertkit predict`` windows them.
+A request the model cannot read gets a 4xx whose message names the field, alone: the requests
+batched with it are answered, and the server keeps serving. Inputs are windowed as ``bertkit
+predict`` windows them; the windows of the requests batched together are sorted by length and
+cut by a token budget. SIGTERM drains the requests in flight, then the server exits 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import signal
+import threading
+from pathlib import Path
 from typing import Any
 
 import litserve as ls
+import torch
 from fastapi import HTTPException
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from bertkit.inference import Predictor, check_texts
 
@@ -72,64 +79,146 @@ def request_inputs(request: Any, texts_only: bool = False) -> list[Any]:
     return inputs
 
 
-class _ModelAPI(ls.LitAPI):
-    """What both routes share: the checkpoint, loaded once per worker in ``setup``. (Request
-    arguments stay unannotated: LitServe reads an annotation as the body's schema.)"""
+@dataclasses.dataclass
+class Refusal:
+    """A request the model cannot read, answered with ``status`` and ``detail`` alone: decoding
+    never raises, so that a bad request never fails the others batched with it."""
 
-    def __init__(self, checkpoint: str, batch_size: int, api_path: str) -> None:
-        super().__init__(api_path=api_path)
-        self.checkpoint, self.batch_size = checkpoint, batch_size
+    status: int
+    detail: str
+
+
+class _ModelAPI(ls.LitAPI):
+    """What both routes share: the checkpoint, loaded once per worker in ``setup``; requests
+    decoded by ``read`` (a ``Refusal`` where it raises), then run together, ``max_batch_size``
+    requests at most, waiting up to ``batch_timeout`` seconds for more. (Request arguments stay
+    unannotated: LitServe reads an annotation as the body's schema.)"""
+
+    def __init__(self, checkpoint: str, max_tokens: int, api_path: str, max_batch_size: int, batch_timeout: float):
+        super().__init__(api_path=api_path, max_batch_size=max_batch_size, batch_timeout=batch_timeout)
+        self.checkpoint, self.max_tokens = checkpoint, max_tokens
 
     def setup(self, device: str) -> None:
-        self.predictor = Predictor.from_checkpoint(self.checkpoint, self.batch_size, device)
+        self.predictor = Predictor.from_checkpoint(self.checkpoint, self.max_tokens, device)
+
+    def read(self, request: Any) -> Any:
+        raise NotImplementedError
+
+    def run(self, requests: list[Any]) -> list[Any]:
+        """The outputs of decoded requests, one each."""
+        raise NotImplementedError
+
+    def decode_request(self, request) -> Any:
+        try:
+            return self.read(request)
+        except HTTPException as err:
+            return Refusal(err.status_code, str(err.detail))
+        except ValueError as err:
+            return Refusal(422, str(err))
+
+    def batch(self, requests: list[Any]) -> list[Any]:
+        return requests
+
+    def predict(self, requests) -> Any:
+        batched = isinstance(requests, list)
+        requests = requests if batched else [requests]
+        readable = [r for r in requests if not isinstance(r, Refusal)]
+        answers = iter(self.run(readable) if readable else [])
+        outputs = [r if isinstance(r, Refusal) else next(answers) for r in requests]
+        return outputs if batched else outputs[0]
+
+    def unbatch(self, outputs: list[Any]) -> list[Any]:
+        return outputs
+
+    def encode_response(self, output) -> Any:
+        if isinstance(output, Refusal):
+            return JSONResponse({"detail": output.detail}, output.status)
+        return output
 
 
 class PredictAPI(_ModelAPI):
     """``POST /predict``: the head's records."""
 
-    def decode_request(self, request) -> list[Any]:
-        inputs = request_inputs(request)
-        try:
-            return self.predictor.examples(inputs)
-        except ValueError as err:
-            raise HTTPException(422, str(err)) from None
+    def read(self, request: Any) -> list[Any]:
+        return self.predictor.examples(request_inputs(request))
 
-    def predict(self, examples: list[Any]) -> list[dict[str, Any]]:
-        return self.predictor.predict_examples(examples)
-
-    def encode_response(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return records
+    def run(self, requests: list[list[Any]]) -> list[list[dict[str, Any]]]:
+        records = iter(self.predictor.predict_examples([e for examples in requests for e in examples]))
+        return [[next(records) for _ in examples] for examples in requests]
 
 
 class EmbedAPI(_ModelAPI):
     """``POST /embed``: text-embeddings-inference's request and response."""
 
-    def decode_request(self, request) -> tuple[list[str], bool]:
+    def read(self, request: Any) -> tuple[list[str], bool]:
         texts = request_inputs(request, texts_only=True)
         normalize = request.get("normalize", True)
         if not isinstance(normalize, bool):
             raise HTTPException(422, f"normalize: expected true or false, got {normalize!r}")
-        try:
-            check_texts(texts)
-        except ValueError as err:
-            raise HTTPException(422, str(err)) from None
+        check_texts(texts)
         return texts, normalize
 
-    def predict(self, request: tuple[list[str], bool]) -> list[list[float]]:
-        return self.predictor.embed(*request)
+    def run(self, requests: list[tuple[list[str], bool]]) -> list[list[list[float]]]:
+        vectors = iter(self.predictor.embed([t for texts, _ in requests for t in texts], normalize=False))
+        answers = []
+        for texts, normalize in requests:
+            rows = torch.tensor([next(vectors) for _ in texts])
+            answers.append((torch.nn.functional.normalize(rows, dim=-1) if normalize else rows).tolist())
+        return answers
 
-    def encode_response(self, vectors: list[list[float]]) -> list[list[float]]:
-        return vectors
+
+class DrainingServer(ls.LitServer):
+    """A LitServer that, on SIGTERM to its main process (``kill``, Kubernetes, ``docker stop``),
+    stops accepting connections, answers the requests in flight, then exits 0 (LitServe's own
+    shutdown closes the workers' queues first, failing those requests)."""
+
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        def interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, interrupt)
+        try:
+            super().run(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _perform_graceful_shutdown(self, manager: Any, uvicorn_workers: dict, shutdown_reason: str = "normal") -> None:
+        for worker in uvicorn_workers.values():  # uvicorn drains on SIGTERM while the model workers still answer
+            if worker.is_alive() and not isinstance(worker, threading.Thread):
+                worker.terminate()
+        for worker in uvicorn_workers.values():
+            worker.join(timeout=self.uvicorn_graceful_timeout)
+        alive = {name: w for name, w in uvicorn_workers.items() if w.is_alive()}
+        super()._perform_graceful_shutdown(manager, alive, shutdown_reason)
+
+
+PAGE = Path(__file__).with_name("serve_page.html")
+"""``GET /``: a page to try the model (no build step)."""
 
 
 def server(
-    checkpoint: str, accelerator: str = "auto", workers: int = 1, batch_size: int = 32, timeout: float = 30.0
+    checkpoint: str,
+    accelerator: str = "auto",
+    workers: int = 1,
+    max_tokens: int = 8192,
+    max_batch_size: int = 8,
+    batch_timeout: float = 0.01,
+    timeout: float = 30.0,
 ) -> ls.LitServer:
-    """The LitServer of ``checkpoint`` with both routes (``workers`` model processes per route and
-    device); the checkpoint is loaded once here, so that one that cannot load stops start-up."""
-    info = Predictor.from_checkpoint(checkpoint, batch_size).info()
-    apis = [PredictAPI(checkpoint, batch_size, "/predict"), EmbedAPI(checkpoint, batch_size, "/embed")]
-    return ls.LitServer(
+    """The LitServer of ``checkpoint`` with both routes and the page (``workers`` model processes
+    per route and device; arguments as ``bertkit serve``'s); the checkpoint is loaded once here,
+    so that one that cannot load stops start-up."""
+    info = Predictor.from_checkpoint(checkpoint, max_tokens).info()
+    apis = [
+        PredictAPI(checkpoint, max_tokens, "/predict", max_batch_size, batch_timeout),
+        EmbedAPI(checkpoint, max_tokens, "/embed", max_batch_size, batch_timeout),
+    ]
+    lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
         middlewares=[JSONBodies],
     )  # fmt: skip
+    page = PAGE.read_text(encoding="utf-8")
+    routes = lit_server.app.router.routes
+    routes[:] = [r for r in routes if getattr(r, "path", None) != "/"]  # LitServe's "litserve running"
+    lit_server.app.add_api_route("/", lambda: HTMLResponse(page), methods=["GET"], include_in_schema=False)
+    return lit_server

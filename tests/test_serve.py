@@ -14,6 +14,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -39,7 +42,7 @@ def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> N
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
     data.attach(model)
     expected = prediction_records(model, data, trainer.predict(model, datamodule=data))
-    ours = Predictor(model, max_length=32, batch_size=3).predict(TEXTS)
+    ours = Predictor(model, max_length=32, max_tokens=64).predict(TEXTS)  # sorted, 2 windows a batch
     assert len(ours) == 3 and len(ours[1]["words"]) == len(LONG.split())  # every word of the windowed text
     for mine, theirs in zip(ours, expected):
         assert mine["tags"] == theirs["tags"] and mine["entities"] == theirs["entities"]
@@ -72,6 +75,21 @@ def test_predictor_refuses_empty_and_multi_line_texts_and_embeds_unit_vectors() 
     assert torch.allclose(raw / raw.norm(), vectors[:1], atol=1e-5)
 
 
+def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
+    from bertkit.serve import EmbedAPI, Refusal
+
+    api = EmbedAPI("unused.ckpt", 8192, "/embed", max_batch_size=4, batch_timeout=0.0)
+    api.predictor = Predictor(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
+    requests = [{"inputs": ["Oslo .", LONG]}, {"inputs": "Oslo .", "normalize": False}, {"inputs": ""}]
+    outputs = api.unbatch(api.predict(api.batch([api.decode_request(r) for r in requests])))
+    assert torch.allclose(torch.tensor(outputs[0]), torch.tensor(api.predictor.embed(["Oslo .", LONG])), atol=1e-5)
+    assert torch.allclose(
+        torch.tensor(outputs[1]), torch.tensor(api.predictor.embed(["Oslo ."], normalize=False)), atol=1e-5
+    )
+    assert outputs[2] == Refusal(422, "inputs[0]: empty text")
+    assert api.encode_response(outputs[2]).status_code == 422
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -102,17 +120,25 @@ def _post(port: int, path: str, payload: object, **kwargs) -> tuple[int, object]
 
 @pytest.fixture(scope="module")
 def ner_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny NER checkpoint whose tagger says B-PER for every word (its bias raised): every
+    word is an entity, so the checks below on entities can fail."""
     root = tmp_path_factory.mktemp("serve")
     tiny_model = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
     run_bertkit("fit", "--config", str(RECIPE), *FAST, *tiny_model, cwd=root)
-    return root / "runs/ner/checkpoints/last.ckpt"
+    checkpoint = torch.load(root / "runs/ner/checkpoints/last.ckpt", weights_only=True)
+    checkpoint["state_dict"]["head.classifier.bias"][1] += 100.0  # tags: O, B-PER, I-PER, …
+    torch.save(checkpoint, root / "per.ckpt")
+    return root / "per.ckpt"
 
 
-def test_serve_answers_every_route_and_refuses_bad_requests(ner_checkpoint: Path, tmp_path: Path) -> None:
+@contextmanager
+def serving(checkpoint: Path, cwd: Path, *options: str) -> Iterator[tuple[int, subprocess.Popen]]:
+    """``bertkit serve CHECKPOINT OPTIONS`` in a new process, once /health answers: (port, process).
+    Stopped with SIGTERM at the end (killed if it has not exited 60 s later)."""
     port = _free_port()
-    command = [sys.executable, "-m", "bertkit.cli", "serve", str(ner_checkpoint), "--port", str(port), "--api_key", "k"]
-    server = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    key = {"X-API-Key": "k"}
+    command = [sys.executable, "-m", "bertkit.cli", "serve", str(checkpoint), "--port", str(port), *options]
+    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    key = {"X-API-Key": options[options.index("--api_key") + 1]} if "--api_key" in options else {}
     try:
         for _ in range(240):
             try:
@@ -124,46 +150,124 @@ def test_serve_answers_every_route_and_refuses_bad_requests(ner_checkpoint: Path
             time.sleep(0.5)
         else:
             raise AssertionError("the server did not answer /health within 120 s")
-        status, records = _post(port, "/predict", {"inputs": ["Peter Blackburn flew to Oslo .", LONG]}, headers=key)
-        assert status == 200 and len(records) == 2 and len(records[1]["words"]) == len(LONG.split())
-        for record in records:
-            for entity in record["entities"]:
-                assert entity["text"] == record["text"][entity["start"] : entity["end"]]
-        status, vectors = _post(port, "/embed", {"inputs": "Oslo is cold ."}, headers=key)
-        assert status == 200 and len(vectors) == 1 and len(vectors[0]) == 128  # the tiny preset's width
-        assert abs(sum(v * v for v in vectors[0]) - 1.0) < 1e-4
-        status, info = _call(port, "/info", headers=key)
-        assert status == 200 and info["model"]["head"] == "TokenTaggingHead" and info["model"]["family"] == "bert"
-        bad = [
-            (b"{not json", "/predict"),
-            (b'{"inputs": "\xff\xfe"}', "/predict"),
-            (json.dumps({"inputs": "a " * 600_000}).encode(), "/predict"),
-            (json.dumps({"text": "x"}).encode(), "/predict"),
-            (json.dumps({"inputs": [3]}).encode(), "/predict"),
-            (json.dumps({"inputs": ["ok", " "]}).encode(), "/predict"),
-            (json.dumps({"inputs": ["x"] * 300}).encode(), "/predict"),
-            (json.dumps({"inputs": "x", "normalize": "yes"}).encode(), "/embed"),
-        ]
-        said = []
-        for body, path in bad:
-            status, answer = _call(port, path, body, headers=key)
-            assert 400 <= status < 500, (body, status, answer)
-            said.append(json.dumps(answer))
-        assert "not UTF-8 JSON" in said[0] and "not UTF-8 JSON" in said[1] and "at most 1,000,000" in said[2]
-        assert "JSON object with" in said[3] and "inputs[0]" in said[4] and "inputs[1]: empty text" in said[5]
-        assert "300" in said[6] and "normalize" in said[7]
-        form = {"Content-Type": "application/x-www-form-urlencoded", **key}
-        assert _call(port, "/predict", b"inputs=x", headers=form)[0] == 415
-        assert _post(port, "/predict", {"inputs": "x"})[0] in (401, 403)  # no key
-        assert _call(port, "/nowhere", headers=key)[0] == 404
-        assert _post(port, "/predict", {"inputs": "Oslo ."}, headers=key)[0] == 200  # still serving
+        yield port, server
     finally:
-        server.send_signal(signal.SIGTERM)
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
             raise
+
+
+@pytest.fixture(scope="module")
+def served(ner_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The port of ``bertkit serve`` on the NER checkpoint, with an API key ``k``."""
+    with serving(ner_checkpoint, tmp_path_factory.mktemp("cwd"), "--api_key", "k") as (port, _):
+        yield port
+
+
+KEY = {"X-API-Key": "k"}
+
+
+def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None:
+    port = served
+    status, records = _post(port, "/predict", {"inputs": ["Peter Blackburn flew to Oslo .", LONG]}, headers=KEY)
+    assert status == 200 and len(records) == 2 and len(records[1]["words"]) == len(LONG.split())
+    for record in records:
+        assert [e["text"] for e in record["entities"]] == record["words"]  # every word B-PER
+        for entity in record["entities"]:
+            assert entity["text"] == record["text"][entity["start"] : entity["end"]] and entity["type"] == "PER"
+    status, vectors = _post(port, "/embed", {"inputs": "Oslo is cold ."}, headers=KEY)
+    assert status == 200 and len(vectors) == 1 and len(vectors[0]) == 128  # the tiny preset's width
+    assert abs(sum(v * v for v in vectors[0]) - 1.0) < 1e-4
+    status, info = _call(port, "/info", headers=KEY)
+    assert status == 200 and info["model"]["head"] == "TokenTaggingHead" and info["model"]["family"] == "bert"
+    bad = [
+        (b"{not json", "/predict"),
+        (b'{"inputs": "\xff\xfe"}', "/predict"),
+        (json.dumps({"inputs": "a " * 600_000}).encode(), "/predict"),
+        (json.dumps({"text": "x"}).encode(), "/predict"),
+        (json.dumps({"inputs": [3]}).encode(), "/predict"),
+        (json.dumps({"inputs": ["ok", " "]}).encode(), "/predict"),
+        (json.dumps({"inputs": ["x"] * 300}).encode(), "/predict"),
+        (json.dumps({"inputs": "x", "normalize": "yes"}).encode(), "/embed"),
+    ]
+    said = []
+    for body, path in bad:
+        status, answer = _call(port, path, body, headers=KEY)
+        assert 400 <= status < 500, (body, status, answer)
+        said.append(json.dumps(answer))
+    assert "not UTF-8 JSON" in said[0] and "not UTF-8 JSON" in said[1] and "at most 1,000,000" in said[2]
+    assert "JSON object with" in said[3] and "inputs[0]" in said[4] and "inputs[1]: empty text" in said[5]
+    assert "300" in said[6] and "normalize" in said[7]
+    form = {"Content-Type": "application/x-www-form-urlencoded", **KEY}
+    assert _call(port, "/predict", b"inputs=x", headers=form)[0] == 415
+    assert _post(port, "/predict", {"inputs": "x"})[0] in (401, 403)  # no key
+    assert _call(port, "/nowhere", headers=KEY)[0] == 404
+    assert _post(port, "/predict", {"inputs": "Oslo ."}, headers=KEY)[0] == 200  # still serving
+
+
+def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoint: Path, tmp_path: Path) -> None:
+    """Four requests sent together are run as one batch (the first waits up to 3 s for the
+    others); SIGTERM arrives while they wait: each is answered — the bad one with its own 422 —
+    and the server exits 0."""
+    bodies = [["Peter flew to Oslo ."], [LONG, "Fine ."], ["ok", "  "], ["Paris ."]]
+    with serving(ner_checkpoint, tmp_path, "--max_batch_size", "4", "--batch_timeout", "3") as (port, server):
+        with ThreadPoolExecutor(4) as pool:
+            answers = [pool.submit(_post, port, "/predict", {"inputs": body}) for body in bodies]
+            time.sleep(1.0)
+            server.send_signal(signal.SIGTERM)
+            answers = [a.result() for a in answers]
+        assert server.wait(timeout=60) == 0, server.stdout.read()
+    assert [status for status, _ in answers] == [200, 200, 422, 200], answers
+    assert answers[2][1]["detail"] == "inputs[1]: empty text"
+    for body, (_, records) in zip(bodies, answers):
+        if isinstance(records, list):
+            assert [r["text"] for r in records] == body and all(r["entities"] for r in records)
+
+
+def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
+    """``GET /`` in headless Chromium: type the key and two lines, run, read the marks."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no {CHROMIUM}: apt-get install chromium (.ci/run installs it)")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    lines = ["Peter Blackburn flew to Oslo .", "EU rejects German call ."]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{served}/")
+            page.wait_for_selector("#key", state="visible")  # /info asked for the key
+            page.fill("#key", "k")
+            page.fill("#text", "\n".join(lines))
+            page.click("#submit")
+            page.wait_for_selector(".entities")
+            boxes = page.query_selector_all(".entities")
+            assert len(boxes) == 2
+            for box, line in zip(boxes, lines):
+                marks = box.query_selector_all("mark.entity")
+                assert [m.get_attribute("data-type") for m in marks] == ["PER"] * len(line.split())
+                assert [m.evaluate("m => m.firstChild.textContent") for m in marks] == line.split()
+            assert "TokenTaggingHead on a bert encoder" in page.text_content("#about")
+            page.fill("#text", "   ")
+            page.click("#submit")
+            assert page.text_content("#error") == ""  # a blank text is not sent (required field)
+            page.fill("#key", "wrong")
+            page.fill("#text", "Oslo .")
+            page.click("#submit")
+            page.wait_for_function("document.getElementById('error').textContent !== ''")
+            assert page.text_content("#error").startswith(("401", "403"))
+        finally:
+            browser.close()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
 
 
 def test_serve_refuses_a_checkpoint_it_cannot_load_before_listening(tmp_path: Path) -> None:
