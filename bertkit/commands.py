@@ -11,7 +11,7 @@ from contextlib import nullcontext
 from importlib.util import find_spec
 from pathlib import Path
 
-from bertkit.choices import Features, Pooling
+from bertkit.choices import Backend, Features, Pooling
 from bertkit.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -119,11 +119,17 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
             dynamic quantization: about a third of the size; the Results page gives the
             accuracy it costs on CoNLL-2003 and SST-2).
     """
+    from bertkit.checkpoints import load_checkpoint
     from bertkit.export import export_onnx, quantize_onnx
+    from bertkit.inference import save_serving_config
     from bertkit.module import BertModule
 
     model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
-    print(f"wrote {output} ({model.save_pretrained(output)})")
+    architecture = model.save_pretrained(output)
+    if architecture != model.encoder.config.to_dict()["architectures"][0]:  # the task layers are in: servable
+        stored = load_checkpoint(checkpoint, mmap=True).get("datamodule_hyper_parameters") or {}
+        save_serving_config(model, output, int(stored.get("max_length", 128)))
+    print(f"wrote {output} ({architecture})")
     if onnx is None:
         if not model.head.onnx_outputs:
             return
@@ -142,7 +148,8 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
 
 
 def serve(
-    checkpoint: str,
+    model: str,
+    backend: Backend = "torch",
     host: str = "127.0.0.1",
     port: int = 8000,
     accelerator: str = "auto",
@@ -153,13 +160,16 @@ def serve(
     timeout: float = 30.0,
     api_key: str | None = None,
 ) -> None:
-    """Serve a ``bertkit fit`` checkpoint over HTTP (LitServe; ``pip install 'bertkit[serve]'``):
-    ``POST /predict`` (the records ``bertkit predict`` writes), ``POST /embed``
-    (text-embeddings-inference's request and response), ``GET /health``, ``GET /info``, and a
-    page to try the model at ``GET /``. SIGTERM answers the requests in flight, then exits.
+    """Serve a ``bertkit fit`` checkpoint or a ``bertkit export`` folder over HTTP (LitServe;
+    ``pip install 'bertkit[serve]'``): ``POST /predict`` (the records ``bertkit predict``
+    writes), ``POST /embed`` (text-embeddings-inference's request and response; torch backend),
+    ``GET /health``, ``GET /info``, and a page to try the model at ``GET /``. SIGTERM answers
+    the requests in flight, then exits.
 
     Args:
-        checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
+        model: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …) or an export folder.
+        backend: ``torch``; ``onnx`` or ``onnx-int8``: onnxruntime on an export folder's
+            ``model.onnx`` or ``model.int8.onnx`` (``pip install 'bertkit[onnx]'``).
         host: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface).
         port: the TCP port.
         accelerator: ``auto``, ``cpu`` or ``cuda``.
@@ -176,6 +186,6 @@ def serve(
         os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
     from bertkit.serve import server
 
-    server(checkpoint, accelerator, workers, max_tokens, max_batch_size, batch_timeout, timeout).run(
+    server(model, backend, accelerator, workers, max_tokens, max_batch_size, batch_timeout, timeout).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )

@@ -7,42 +7,93 @@ from __future__ import annotations
 import dataclasses
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from bertkit.choices import Backend
 from bertkit.data import pad_batch
 from bertkit.embed import embed_texts
+from bertkit.encoders import family_of
+from bertkit.export import INPUTS as ONNX_INPUTS
+from bertkit.heads import Batch, Head, head_from_spec
+from bertkit.io import atomic_path, read_json
 from bertkit.module import BertModule
 from bertkit.samplers import cut_by_tokens
+from bertkit.tokenizer import BertTokenizer
+from bertkit.weights import read_state_dict, renamed
 
 Request = str | dict[str, Any]
 """One input: a line of the head's plain-text format (``bertkit predict`` on a ``.txt`` file), or
 one JSON record of its native format (``{"question", "context"}`` for question answering)."""
 
 
+ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
+SERVING_FILE = "bertkit.json"
+"""Written by ``bertkit export`` beside ``config.json``: the head (``Head.spec()``) and the
+``max_length`` it was trained with, what serving an export needs besides its weights."""
+
+
 class Predictor:
-    """A ``BertModule`` in evaluation mode, with its head's readers and the data settings it was
-    trained with.
+    """A trained head with its readers, its tokenizer, the data settings it was trained with and
+    what computes its logits: a ``BertModule`` in evaluation mode (``from_model``,
+    ``from_checkpoint``, ``from_export``) or onnxruntime on an exported graph (``from_export``).
 
     Args:
-        model: a model whose head is built (a loaded checkpoint).
+        head: the trained head (its readers, ``featurize``, ``predict``, ``format_predictions``).
+        tokenizer: the model's tokenizer.
+        forward: a padded batch -> the head's outputs (``logits`` …).
+        description: what ``info`` answers (family, head, hidden size, backend).
         max_length: tokens per window, specials included (the checkpoint's ``data.max_length``);
             longer inputs are windowed as ``bertkit predict`` windows them (NER, QA) or
             truncated where the head reads one window.
         max_tokens: tokens per forward pass, padding included (rows x longest row): windows are
             sorted by length and cut into batches within this budget, so a batch holds little
             padding; outputs keep the inputs' order.
+        encoder: the encoder ``embed`` runs (None: no embeddings, as with ONNX).
+        device: where batches go.
 
     Raises:
         ValueError: ``max_tokens`` below ``max_length``.
     """
 
-    def __init__(self, model: BertModule, max_length: int = 128, max_tokens: int = 8192) -> None:
+    def __init__(
+        self,
+        head: Head,
+        tokenizer: BertTokenizer,
+        forward: Callable[[Batch], dict[str, torch.Tensor]],
+        description: dict[str, Any],
+        max_length: int = 128,
+        max_tokens: int = 8192,
+        encoder: torch.nn.Module | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
         if max_tokens < max_length:
             raise ValueError(f"max_tokens={max_tokens}: expected at least max_length ({max_length}), one window")
-        self.model, self.max_length, self.max_tokens = model.eval(), max_length, max_tokens
+        self.head, self.tokenizer, self.forward, self.description = head, tokenizer, forward, description
+        self.max_length, self.max_tokens, self.encoder, self.device = max_length, max_tokens, encoder, device
+
+    @classmethod
+    def from_model(cls, model: BertModule, max_length: int = 128, max_tokens: int = 8192) -> Predictor:
+        """A predictor of ``model`` (its head built), put in evaluation mode."""
+        model.eval()
+        description = _description(model.family.name, model.head, model.encoder.config.hidden_size, "torch")
+        return cls(model.head, model.tokenizer, model, description, max_length, max_tokens, model.encoder, model.device)
+
+    @classmethod
+    def load(
+        cls, path: str | Path, max_tokens: int = 8192, device: str = "cpu", backend: Backend = "torch"
+    ) -> Predictor:
+        """``from_checkpoint`` of a ``.ckpt`` file, ``from_export`` of a folder."""
+        if Path(path).is_dir():
+            return cls.from_export(path, max_tokens, device, backend)
+        if backend != "torch":
+            raise ValueError(
+                f"{path}: the {backend} backend runs an export's ONNX graph; pass a `bertkit export` folder"
+            )
+        return cls.from_checkpoint(path, max_tokens, device)
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, max_tokens: int = 8192, device: str = "cpu") -> Predictor:
@@ -55,18 +106,48 @@ class Predictor:
         model = BertModule.load_from_checkpoint(path, map_location=device)
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
-        return cls(model, int(max_length), max_tokens)
+        return cls.from_model(model, int(max_length), max_tokens)
+
+    @classmethod
+    def from_export(
+        cls, folder: str | Path, max_tokens: int = 8192, device: str = "cpu", backend: Backend = "torch"
+    ) -> Predictor:
+        """Load a ``bertkit export`` folder: its head from ``bertkit.json`` (registered or
+        already-imported heads only), and either its weights into a ``BertModule`` (``torch``)
+        or its ONNX graph into onnxruntime (``onnx``, ``onnx-int8``; no torch weights are
+        loaded, and ``embed`` is not available).
+
+        Raises:
+            FileNotFoundError: no ``bertkit.json`` (an export of the encoder alone, or not
+                written by ``bertkit export``) or no ONNX file for the backend.
+            ValueError: a head bertkit does not know; ImportError: onnxruntime is missing.
+        """
+        folder = Path(folder)
+        config = read_json(folder / SERVING_FILE, "not a `bertkit export` folder with a task head")
+        head = head_from_spec(config["head"], f"{folder / SERVING_FILE}: head")
+        max_length = int(config["max_length"])
+        if backend == "torch":
+            model = BertModule(head, pretrained=str(folder)).to(device)
+            weights, path = read_state_dict(folder)
+            renames = model.family.hf_renames(model.family.hf_architecture(head.hf_architecture) or "")
+            with torch.no_grad():
+                for key, tensor in head.hf_state_dict().items():
+                    stored = weights.get(renamed(key, renames))
+                    if stored is None:
+                        raise ValueError(f"{path}: no {renamed(key, renames)!r}, a weight of the trained head")
+                    tensor.copy_(stored)
+            return cls.from_model(model, max_length, max_tokens)
+        family = family_of(folder)
+        hidden_size = read_json(folder / "config.json", "no config.json")["hidden_size"]
+        return cls(
+            head, family.tokenizer_class.from_pretrained(folder), OnnxLogits(folder / ONNX_FILES[backend], head, device),
+            _description(family.name, head, hidden_size, backend), max_length, max_tokens,
+        )  # fmt: skip
 
     def info(self) -> dict[str, Any]:
-        """What a client needs to know: family, head and its settings, max length, hidden size."""
-        head = self.model.head
-        return {
-            "family": self.model.family.name,
-            "head": type(head).__name__,
-            "head_settings": dict(head.hparams),
-            "max_length": self.max_length,
-            "hidden_size": self.model.encoder.config.hidden_size,
-        }
+        """What a client needs to know: family, head and its settings, max length, hidden size,
+        backend."""
+        return {**self.description, "max_length": self.max_length}
 
     def examples(self, inputs: list[Request]) -> list[Any]:
         """The head's examples of ``inputs``, one each, in order.
@@ -75,7 +156,7 @@ class Predictor:
             ValueError: an input the head cannot read (the message names ``inputs[i]``), or a
                 mix of texts and records.
         """
-        head = self.model.head
+        head = self.head
         if all(isinstance(x, str) for x in inputs):
             check_texts(inputs)
             for i, text in enumerate(inputs):
@@ -108,7 +189,7 @@ class Predictor:
     @torch.inference_mode()
     def predict_examples(self, examples: list[Any]) -> list[dict[str, Any]]:
         """``predict`` of the head's examples (from ``examples``)."""
-        head, tokenizer, device = self.model.head, self.model.tokenizer, self.model.device
+        head, tokenizer, device = self.head, self.tokenizer, self.device
         features = list(head.featurize(examples, tokenizer, self.max_length))
         lengths = [len(f["input_ids"]) for f in features]
         longest_first = sorted(range(len(features)), key=lambda i: -lengths[i])
@@ -116,7 +197,7 @@ class Predictor:
         for b, rows in enumerate(cut_by_tokens(longest_first, lengths, self.max_tokens, padded=True)):
             batch = pad_batch([features[i] for i in rows], tokenizer.pad_token_id, head.pad_values)
             batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            records += self.model.predict_step(batch, b)
+            records += head.predict(self.forward(batch), batch)
         return head.format_predictions(examples, records)
 
     @torch.inference_mode()
@@ -125,12 +206,14 @@ class Predictor:
         ``normalize`` is False; texts longer than ``max_length`` tokens are truncated.
 
         Raises:
-            ValueError: an empty text (names ``inputs[i]``).
+            ValueError: an empty text (names ``inputs[i]``); an ONNX backend (no encoder).
         """
         check_texts(texts)
+        if self.encoder is None:
+            raise ValueError(f"embeddings need the torch backend (this predictor runs {self.description['backend']})")
         batch_size = self.max_tokens // self.max_length
         vectors, _, _ = embed_texts(
-            self.model.encoder, self.model.tokenizer, texts, max_length=self.max_length, batch_size=batch_size
+            self.encoder, self.tokenizer, texts, max_length=self.max_length, batch_size=batch_size
         )
         stacked = torch.stack(vectors)  # (N, H)
         if normalize:
@@ -153,3 +236,47 @@ def _renamed(example: Any, path: str) -> Any:
     fields = {f.name: getattr(example, f.name) for f in dataclasses.fields(example)}
     changed = {k: v.replace(path, "inputs") for k, v in fields.items() if isinstance(v, str) and path in v}
     return dataclasses.replace(example, **changed) if changed else example
+
+
+class OnnxLogits:
+    """A padded batch -> the head's logits from onnxruntime on an exported graph (inputs
+    ``input_ids``, ``attention_mask``, ``token_type_ids``; outputs ``Head.onnx_outputs``).
+
+    Raises:
+        FileNotFoundError: no such file; ImportError: onnxruntime is missing.
+    """
+
+    def __init__(self, path: Path, head: Head, device: str = "cpu") -> None:
+        try:
+            import onnxruntime
+        except ImportError as err:
+            raise ImportError(f"the ONNX backends need the onnx extra: pip install 'bertkit[onnx]' ({err})") from None
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: no such file; `bertkit export` writes it (--int8 true for model.int8.onnx)"
+            )
+        cuda = str(device).startswith("cuda") and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+        self.session = onnxruntime.InferenceSession(str(path), providers=providers)
+        self.outputs = list(head.onnx_outputs)
+
+    def __call__(self, batch: Batch) -> dict[str, torch.Tensor]:
+        feed = {k: batch[k].cpu().numpy() for k in ONNX_INPUTS}
+        return dict(zip(self.outputs, (torch.from_numpy(a) for a in self.session.run(self.outputs, feed))))
+
+
+def _description(family: str, head: Head, hidden_size: int, backend: Backend) -> dict[str, Any]:
+    settings = dict(head.hparams)
+    return {
+        "family": family,
+        "head": type(head).__name__,
+        "head_settings": settings,
+        "hidden_size": hidden_size,
+        "backend": backend,
+    }
+
+
+def save_serving_config(model: BertModule, directory: str | Path, max_length: int) -> None:
+    """Write ``bertkit.json`` (``SERVING_FILE``) into an export ``directory`` (atomically)."""
+    with atomic_path(Path(directory) / SERVING_FILE) as tmp:
+        tmp.write_text(json.dumps({"head": model.head.spec(), "max_length": max_length}, indent=2) + "\n", "utf-8")

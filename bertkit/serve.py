@@ -32,6 +32,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from bertkit.choices import Backend
 from bertkit.inference import Predictor, check_texts
 
 MAX_INPUTS = 256
@@ -94,12 +95,15 @@ class _ModelAPI(ls.LitAPI):
     requests at most, waiting up to ``batch_timeout`` seconds for more. (Request arguments stay
     unannotated: LitServe reads an annotation as the body's schema.)"""
 
-    def __init__(self, checkpoint: str, max_tokens: int, api_path: str, max_batch_size: int, batch_timeout: float):
-        super().__init__(api_path=api_path, max_batch_size=max_batch_size, batch_timeout=batch_timeout)
-        self.checkpoint, self.max_tokens = checkpoint, max_tokens
+    def __init__(self, model: str, backend: Backend, max_tokens: int, max_batch_size: int, batch_timeout: float):
+        super().__init__(api_path=self.route, max_batch_size=max_batch_size, batch_timeout=batch_timeout)
+        self.model, self.backend, self.max_tokens = model, backend, max_tokens
+
+    route = ""
+    """The route's path."""
 
     def setup(self, device: str) -> None:
-        self.predictor = Predictor.from_checkpoint(self.checkpoint, self.max_tokens, device)
+        self.predictor = Predictor.load(self.model, self.max_tokens, device, self.backend)
 
     def read(self, request: Any) -> Any:
         raise NotImplementedError
@@ -139,6 +143,8 @@ class _ModelAPI(ls.LitAPI):
 class PredictAPI(_ModelAPI):
     """``POST /predict``: the head's records."""
 
+    route = "/predict"
+
     def read(self, request: Any) -> list[Any]:
         return self.predictor.examples(request_inputs(request))
 
@@ -149,6 +155,8 @@ class PredictAPI(_ModelAPI):
 
 class EmbedAPI(_ModelAPI):
     """``POST /embed``: text-embeddings-inference's request and response."""
+
+    route = "/embed"
 
     def read(self, request: Any) -> tuple[list[str], bool]:
         texts = request_inputs(request, texts_only=True)
@@ -197,7 +205,8 @@ PAGE = Path(__file__).with_name("serve_page.html")
 
 
 def server(
-    checkpoint: str,
+    model: str,
+    backend: Backend = "torch",
     accelerator: str = "auto",
     workers: int = 1,
     max_tokens: int = 8192,
@@ -205,14 +214,13 @@ def server(
     batch_timeout: float = 0.01,
     timeout: float = 30.0,
 ) -> ls.LitServer:
-    """The LitServer of ``checkpoint`` with both routes and the page (``workers`` model processes
-    per route and device; arguments as ``bertkit serve``'s); the checkpoint is loaded once here,
-    so that one that cannot load stops start-up."""
-    info = Predictor.from_checkpoint(checkpoint, max_tokens).info()
-    apis = [
-        PredictAPI(checkpoint, max_tokens, "/predict", max_batch_size, batch_timeout),
-        EmbedAPI(checkpoint, max_tokens, "/embed", max_batch_size, batch_timeout),
-    ]
+    """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
+    (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
+    ``/embed`` on an ONNX backend, whose graph ends in the head's logits); the model is loaded
+    once here, so that one that cannot load stops start-up."""
+    info = Predictor.load(model, max_tokens, "cpu", backend).info()
+    routes = [PredictAPI] if backend != "torch" else [PredictAPI, EmbedAPI]
+    apis = [api(model, backend, max_tokens, max_batch_size, batch_timeout) for api in routes]
     lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
         middlewares=[JSONBodies],

@@ -91,14 +91,18 @@ def load_encoder_weights(
     if any(not k.startswith(optional) for k in missing):
         raise ValueError(f"{path}: missing encoder weights: {_short(missing)}")
     if missing:
-        log.warning("%s has no %s weights; they keep their fresh initialisation", path, "/".join(p.rstrip(".") for p in optional))
+        log.warning(
+            "%s has no %s weights; they keep their fresh initialisation",
+            path,
+            "/".join(p.rstrip(".") for p in optional),
+        )
     encoder.load_state_dict(state, strict=False)
     if heads:
         log.info("%s: %d task-layer tensors (%s) not used by the encoder", path, len(heads), _short(sorted(heads), 3))
     return heads
 
 
-def _renamed(key: str, renames: dict[str, str]) -> str:
+def renamed(key: str, renames: dict[str, str]) -> str:
     """``key`` with the first of ``renames``' prefixes it starts with replaced (each key once)."""
     for old, new in renames.items():
         if key.startswith(old):
@@ -139,6 +143,6 @@ def save_encoder(
     state = {k: v for k, v in encoder.state_dict().items() if not k.startswith(skip)}
     tensors = {prefix + k: v.detach().contiguous().cpu() for k, v in state.items()}
     tensors.update({k: v.detach().contiguous().cpu() for k, v in (head_state or {}).items()})
-    tensors = {_renamed(k, renames or {}): v for k, v in tensors.items()}
+    tensors = {renamed(k, renames or {}): v for k, v in tensors.items()}
     with atomic_path(directory / "model.safetensors") as tmp:
         save_file(tensors, str(tmp), metadata={"format": "pt"})

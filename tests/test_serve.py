@@ -23,11 +23,13 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from bertkit_plugins.question_answering import QuestionAnsweringHead
+from bertkit_plugins.sequence_classification import SequenceClassificationHead
 from bertkit_plugins.token_tagging import TokenTaggingHead
 
 from bertkit import BertDataModule
 from bertkit.callbacks import prediction_records
-from bertkit.inference import Predictor
+from bertkit.export import export_onnx
+from bertkit.inference import Predictor, save_serving_config
 from tests.conftest import FAST, RECIPE, run_bertkit
 from tests.test_export import tiny
 
@@ -42,14 +44,14 @@ def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> N
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
     data.attach(model)
     expected = prediction_records(model, data, trainer.predict(model, datamodule=data))
-    ours = Predictor(model, max_length=32, max_tokens=64).predict(TEXTS)  # sorted, 2 windows a batch
+    ours = Predictor.from_model(model, max_length=32, max_tokens=64).predict(TEXTS)  # sorted, 2 windows a batch
     assert len(ours) == 3 and len(ours[1]["words"]) == len(LONG.split())  # every word of the windowed text
     for mine, theirs in zip(ours, expected):
         assert mine["tags"] == theirs["tags"] and mine["entities"] == theirs["entities"]
 
 
 def test_predictor_reads_records_and_names_the_bad_input() -> None:
-    predictor = Predictor(tiny(QuestionAnsweringHead()), max_length=48)
+    predictor = Predictor.from_model(tiny(QuestionAnsweringHead()), max_length=48)
     context = "Peter Blackburn flew to Oslo on Tuesday. " * 6
     records = predictor.predict(
         [{"question": "Who flew?", "context": context}, {"question": "When?", "context": "On Tuesday."}]
@@ -64,7 +66,7 @@ def test_predictor_reads_records_and_names_the_bad_input() -> None:
 
 
 def test_predictor_refuses_empty_and_multi_line_texts_and_embeds_unit_vectors() -> None:
-    predictor = Predictor(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
+    predictor = Predictor.from_model(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
     with pytest.raises(ValueError, match=r"inputs\[1\]: empty text"):
         predictor.predict(["Oslo", "   "])
     with pytest.raises(ValueError, match=r"inputs\[0\]: one line per input"):
@@ -78,8 +80,8 @@ def test_predictor_refuses_empty_and_multi_line_texts_and_embeds_unit_vectors() 
 def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
     from bertkit.serve import EmbedAPI, Refusal
 
-    api = EmbedAPI("unused.ckpt", 8192, "/embed", max_batch_size=4, batch_timeout=0.0)
-    api.predictor = Predictor(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
+    api = EmbedAPI("unused.ckpt", "torch", 8192, max_batch_size=4, batch_timeout=0.0)
+    api.predictor = Predictor.from_model(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
     requests = [{"inputs": ["Oslo .", LONG]}, {"inputs": "Oslo .", "normalize": False}, {"inputs": ""}]
     outputs = api.unbatch(api.predict(api.batch([api.decode_request(r) for r in requests])))
     assert torch.allclose(torch.tensor(outputs[0]), torch.tensor(api.predictor.embed(["Oslo .", LONG])), atol=1e-5)
@@ -88,6 +90,54 @@ def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
     )
     assert outputs[2] == Refusal(422, "inputs[0]: empty text")
     assert api.encode_response(outputs[2]).status_code == 422
+
+
+@pytest.mark.parametrize("kind", ["token", "sequence", "qa"])
+def test_an_export_folder_predicts_as_its_model_on_torch_and_onnx(kind: str, tmp_path: Path) -> None:
+    """``bertkit.json`` + the transformers files + ``model.onnx`` give back the model's records:
+    the head's weights are read back from the export (its random weights would disagree)."""
+    head = {
+        "token": TokenTaggingHead(entity_types=["PER", "LOC"], stride=8),
+        "sequence": SequenceClassificationHead(labels=["neg", "pos"]),
+        "qa": QuestionAnsweringHead(),
+    }[kind]
+    model = tiny(head)
+    model.save_pretrained(tmp_path)
+    save_serving_config(model, tmp_path, 32)
+    export_onnx(model, tmp_path / "model.onnx")
+    inputs = (
+        TEXTS
+        if kind != "qa"
+        else [{"question": "Who flew?", "context": LONG}, {"question": "Who?", "context": "Oslo ."}]
+    )
+    want = Predictor.from_model(model, max_length=32).predict(inputs)
+    for backend in ("torch", "onnx"):
+        predictor = Predictor.load(tmp_path, max_tokens=64, backend=backend)
+        assert predictor.info() | {"backend": "torch"} == Predictor.from_model(model, 32).info()
+        got = predictor.predict(inputs)
+        for mine, theirs in zip(got, want, strict=True):
+            if kind == "token":
+                assert mine["tags"] == theirs["tags"]
+            elif kind == "sequence":
+                assert mine["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+            else:
+                assert (mine["start"], mine["end"]) == (theirs["start"], theirs["end"])
+                assert mine["score"] == pytest.approx(theirs["score"], abs=1e-4)
+
+
+def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Path) -> None:
+    model = tiny(TokenTaggingHead(entity_types=["PER"]))
+    model.save_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"bertkit\.json.*not a `bertkit export` folder with a task head"):
+        Predictor.load(tmp_path)
+    save_serving_config(model, tmp_path, 32)
+    with pytest.raises(FileNotFoundError, match=r"model\.int8\.onnx: no such file; `bertkit export` writes it"):
+        Predictor.load(tmp_path, backend="onnx-int8")
+    with pytest.raises(ValueError, match=r"the onnx backend runs an export's ONNX graph"):
+        Predictor.load(tmp_path / "model.ckpt", backend="onnx")
+    with pytest.raises(ValueError, match=r"embeddings need the torch backend"):
+        export_onnx(model, tmp_path / "model.onnx")
+        Predictor.load(tmp_path, backend="onnx").embed(["Oslo ."])
 
 
 def _free_port() -> int:
@@ -210,11 +260,16 @@ def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None
 
 
 def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoint: Path, tmp_path: Path) -> None:
-    """Four requests sent together are run as one batch (the first waits up to 3 s for the
-    others); SIGTERM arrives while they wait: each is answered — the bad one with its own 422 —
-    and the server exits 0."""
+    """The checkpoint's export served on ONNX: four requests sent together are run as one batch
+    (the first waits up to 3 s for the others); SIGTERM arrives while they wait: each is
+    answered — the bad one with its own 422 — and the server exits 0."""
+    run_bertkit("export", str(ner_checkpoint), str(tmp_path / "export"), cwd=tmp_path)
+    assert json.loads((tmp_path / "export/bertkit.json").read_text())["max_length"] == 128  # the recipe's
     bodies = [["Peter flew to Oslo ."], [LONG, "Fine ."], ["ok", "  "], ["Paris ."]]
-    with serving(ner_checkpoint, tmp_path, "--max_batch_size", "4", "--batch_timeout", "3") as (port, server):
+    options = ("--backend", "onnx", "--max_batch_size", "4", "--batch_timeout", "3")
+    with serving(tmp_path / "export", tmp_path, *options) as (port, server):
+        assert _call(port, "/info")[1]["model"]["backend"] == "onnx"
+        assert _post(port, "/embed", {"inputs": "Oslo ."})[0] == 404  # the graph ends in the logits
         with ThreadPoolExecutor(4) as pool:
             answers = [pool.submit(_post, port, "/predict", {"inputs": body}) for body in bodies]
             time.sleep(1.0)
