@@ -159,6 +159,7 @@ def serve(
     batch_timeout: float = 0.01,
     timeout: float = 30.0,
     api_key: str | None = None,
+    embed: bool = True,
 ) -> None:
     """Serve a ``bertkit fit`` checkpoint or a ``bertkit export`` folder over HTTP (LitServe;
     ``pip install 'bertkit[serve]'``): ``POST /predict`` (the records ``bertkit predict``
@@ -179,13 +180,15 @@ def serve(
         batch_timeout: seconds the first request of a batch waits for others to join it.
         timeout: seconds a request may wait before a 504.
         api_key: require this value in every request's ``X-API-Key`` header.
+        embed: serve ``/embed`` (torch backend): a second model process, about 0.5 GB more.
     """
     if find_spec("litserve") is None:
         raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
     if api_key:
         os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
-    from bertkit.serve import server
+    from bertkit.serve import Batching, server
 
-    server(model, backend, accelerator, workers, max_tokens, max_batch_size, batch_timeout, timeout).run(
+    batching = Batching(max_tokens, max_batch_size, batch_timeout)
+    server(model, backend, accelerator, workers, batching, timeout, embed).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )

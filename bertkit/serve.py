@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from bertkit.choices import Backend
-from bertkit.inference import Predictor, check_texts
+from bertkit.inference import MAX_TOKENS, Predictor, check_texts
 
 MAX_INPUTS = 256
 """Most inputs in one request."""
@@ -80,6 +80,17 @@ def request_inputs(request: Any, texts_only: bool = False) -> list[Any]:
     return inputs
 
 
+@dataclasses.dataclass(frozen=True)
+class Batching:
+    """How requests are run together: up to ``max_batch_size`` requests, the first waiting up to
+    ``timeout`` seconds for others; their windows cut into forward passes of at most
+    ``max_tokens`` tokens, padding included (``Predictor``)."""
+
+    max_tokens: int = MAX_TOKENS
+    max_batch_size: int = 8
+    timeout: float = 0.01
+
+
 @dataclasses.dataclass
 class Refusal:
     """A request the model cannot read, answered with ``status`` and ``detail`` alone: decoding
@@ -95,9 +106,9 @@ class _ModelAPI(ls.LitAPI):
     requests at most, waiting up to ``batch_timeout`` seconds for more. (Request arguments stay
     unannotated: LitServe reads an annotation as the body's schema.)"""
 
-    def __init__(self, model: str, backend: Backend, max_tokens: int, max_batch_size: int, batch_timeout: float):
-        super().__init__(api_path=self.route, max_batch_size=max_batch_size, batch_timeout=batch_timeout)
-        self.model, self.backend, self.max_tokens = model, backend, max_tokens
+    def __init__(self, model: str, backend: Backend, batching: Batching) -> None:
+        super().__init__(api_path=self.route, max_batch_size=batching.max_batch_size, batch_timeout=batching.timeout)
+        self.model, self.backend, self.max_tokens = model, backend, batching.max_tokens
 
     route = ""
     """The route's path."""
@@ -205,22 +216,17 @@ PAGE = Path(__file__).with_name("serve_page.html")
 
 
 def server(
-    model: str,
-    backend: Backend = "torch",
-    accelerator: str = "auto",
-    workers: int = 1,
-    max_tokens: int = 8192,
-    max_batch_size: int = 8,
-    batch_timeout: float = 0.01,
-    timeout: float = 30.0,
-) -> ls.LitServer:
+    model: str, backend: Backend = "torch", accelerator: str = "auto", workers: int = 1,
+    batching: Batching | None = None, timeout: float = 30.0, embed: bool = True,
+) -> ls.LitServer:  # fmt: skip
     """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
     (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
     ``/embed`` on an ONNX backend, whose graph ends in the head's logits); the model is loaded
     once here, so that one that cannot load stops start-up."""
-    info = Predictor.load(model, max_tokens, "cpu", backend).info()
-    routes = [PredictAPI] if backend != "torch" else [PredictAPI, EmbedAPI]
-    apis = [api(model, backend, max_tokens, max_batch_size, batch_timeout) for api in routes]
+    batching = batching or Batching()
+    info = Predictor.load(model, batching.max_tokens, "cpu", backend).info()
+    routes = [PredictAPI, EmbedAPI] if embed and backend == "torch" else [PredictAPI]
+    apis = [api(model, backend, batching) for api in routes]
     lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
         middlewares=[JSONBodies],

@@ -78,9 +78,9 @@ def test_predictor_refuses_empty_and_multi_line_texts_and_embeds_unit_vectors() 
 
 
 def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
-    from bertkit.serve import EmbedAPI, Refusal
+    from bertkit.serve import Batching, EmbedAPI, Refusal
 
-    api = EmbedAPI("unused.ckpt", "torch", 8192, max_batch_size=4, batch_timeout=0.0)
+    api = EmbedAPI("unused.ckpt", "torch", Batching(max_batch_size=4, timeout=0.0))
     api.predictor = Predictor.from_model(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
     requests = [{"inputs": ["Oslo .", LONG]}, {"inputs": "Oslo .", "normalize": False}, {"inputs": ""}]
     outputs = api.unbatch(api.predict(api.batch([api.decode_request(r) for r in requests])))
