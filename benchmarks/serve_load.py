@@ -88,7 +88,9 @@ def start_server(kind: str, task_dir: Path, port: int) -> subprocess.Popen:
         command = [bertkit, "serve", str(task_dir / "export"), "--backend", "onnx"]
     else:
         command = [sys.executable, __file__, "--reference-server", str(task_dir / "export")]
-    server = subprocess.Popen([*command, "--port", str(port)], cwd=task_dir, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(  # its own process group: whatever it leaves behind is killed after it
+        [*command, "--port", str(port)], cwd=task_dir, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     for _ in range(600):
         try:
             connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
@@ -101,6 +103,13 @@ def start_server(kind: str, task_dir: Path, port: int) -> subprocess.Popen:
             raise SystemExit(f"{kind} server exited with {server.returncode}")
         time.sleep(0.5)
     raise SystemExit(f"{kind} server did not answer /health in 300 s")
+
+
+def _group(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except OSError:
+        return None
 
 
 def pss(pid: int) -> int:
@@ -182,6 +191,10 @@ def measure(task: str, kind: str, task_dir: Path, texts: list[str], args: argpar
     finally:
         server.send_signal(signal.SIGTERM)
         result["exit_code"] = server.wait(timeout=120)
+        left = [p for p in psutil.process_iter() if _group(p) == server.pid]
+        result["processes_left_after_sigterm"] = len(left)  # LitServe's own shutdown leaves its workers
+        for process in left:
+            process.kill()
     print(json.dumps({k: v for k, v in result.items() if k != "answers"}), flush=True)
     return result
 

@@ -256,9 +256,7 @@ class OnnxLogits:
             )
         cuda = str(device).startswith("cuda") and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
-        options = onnxruntime.SessionOptions()
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # a server shares its cores
-        self.session = onnxruntime.InferenceSession(str(path), options, providers=providers)
+        self.session = onnxruntime.InferenceSession(str(path), providers=providers)
         self.outputs = list(head.onnx_outputs)
 
     def __call__(self, batch: Batch) -> dict[str, torch.Tensor]:

@@ -283,6 +283,16 @@ def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoin
             assert [r["text"] for r in records] == body and all(r["entities"] for r in records)
 
 
+def test_serve_routes_follow_the_backend_and_embed_option(ner_checkpoint: Path) -> None:
+    from bertkit.serve import server
+
+    def routes(**options) -> set[str]:
+        return {getattr(r, "path", "") for r in server(str(ner_checkpoint), **options).app.routes}
+
+    assert {"/", "/predict", "/embed", "/info", "/health"} <= routes()
+    assert "/embed" not in routes(embed=False) and "/predict" in routes(embed=False)
+
+
 def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
     """``GET /`` in headless Chromium: type the key and two lines, run, read the marks."""
     if not Path(CHROMIUM).exists():
