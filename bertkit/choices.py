@@ -12,6 +12,10 @@ Features = Literal["last", "second_to_last", "sum_last_four", "concat_last_four"
 Pooling = Literal["mean", "cls", "tokens"]
 """Per line: the mean over its tokens, the [CLS] vector, or every token's vector."""
 
+Pruner = Literal["median", "successive_halving", "none"]
+"""How ``bertkit tune`` stops unpromising trials early (Optuna's MedianPruner or
+SuccessiveHalvingPruner), or never."""
+
 Backend = Literal["torch", "onnx", "onnx-int8"]
 """What computes a served model's logits: the torch model, or onnxruntime on an export's
 ``model.onnx`` / ``model.int8.onnx`` (``bertkit export``)."""

@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     plugin_manager()
     if args[:1] == ["plugins"]:
         return print_plugins(args[1:])
-    commands = {name: Lazy(f"bertkit.commands:{name}") for name in ("embed", "export", "serve")}
+    commands = {name: Lazy(f"bertkit.commands:{name}") for name in ("embed", "export", "serve", "tune")}
     commands |= entries("register_commands")
     if not args or args[0] in ("-h", "--help"):
         print(overview(commands, Path("recipes").glob("*.yaml")))
@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         print(command_help(args[0], Path("recipes").glob("*.yaml")))
         return 0
     try:
+        if args[0] == "tune":  # --config names the recipe, as for fit (jsonargparse keeps --config for itself)
+            args = [re.sub(r"^--config(?==|$)", "--recipe", a) for a in args]
         if args[0] in commands:
             from jsonargparse import CLI
 

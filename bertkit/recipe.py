@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ class Composed:
     model: BertModule
     datamodule: BertDataModule
     trainer: pl.Trainer
+    config: dict[str, Any] = field(default_factory=dict)
+    """The parsed recipe, every setting by its dotted name's parts (``config["model"]["learning_rate"]``)."""
 
     def predict(self, path: str | Path, task: str | None = None) -> list[dict[str, Any]]:
         """Predict on a file (a ``.txt`` file: one example per line) and return the records.
@@ -84,4 +86,4 @@ def compose(*configs: str | Path, overrides: dict[str, Any] | None = None) -> Co
     quiet()
     cli = BertkitCLI(args=args, run=False, **cli_kwargs())
     cli.datamodule.attach(cli.model)  # datamodule.setup() works before any trainer call
-    return Composed(cli.model, cli.datamodule, cli.trainer)
+    return Composed(cli.model, cli.datamodule, cli.trainer, cli.config.as_dict())

@@ -369,5 +369,17 @@ def test_help_lists_every_command_and_the_recipes(monkeypatch, capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
     commands = [line.split()[0] for line in out.split("commands:")[1].split("\n\n")[0].strip().splitlines()]
-    assert commands == ["fit", "validate", "test", "predict", "plugins", "embed", "export", "prepare", "serve", "vocab"]
+    assert commands == [
+        "fit",
+        "validate",
+        "test",
+        "predict",
+        "plugins",
+        "embed",
+        "export",
+        "prepare",
+        "serve",
+        "tune",
+        "vocab",
+    ]
     assert "  recipes/ner.yaml" in out and "  recipes/squad_v2.yaml" in out

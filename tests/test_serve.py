@@ -315,7 +315,7 @@ def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
                 marks = box.query_selector_all("mark.entity")
                 assert [m.get_attribute("data-type") for m in marks] == ["PER"] * len(line.split())
                 assert [m.evaluate("m => m.firstChild.textContent") for m in marks] == line.split()
-            assert "TokenTaggingHead on a bert encoder" in page.text_content("#about")
+            assert "TokenTaggingHead on a bert encoder (torch;" in page.text_content("#about")
             page.fill("#text", "   ")
             page.click("#submit")
             assert page.text_content("#error") == ""  # a blank text is not sent (required field)

@@ -1,0 +1,121 @@
+"""``bertkit tune``: a space file is checked against the recipe's keys before any trial; a study
+runs each trial as a run folder, resumes from its SQLite file with the trials it has, records a
+failed trial with its reason without stopping, and writes a best.yaml that ``bertkit fit``
+reads; the pruning callback stops a trial the pruner rejects."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from bertkit.tune import Param, Pruning, read_space
+from tests.conftest import RECIPE, run_bertkit
+
+pytest.importorskip("optuna")
+
+KEYS = {"model.learning_rate", "model.warmup_ratio", "data.batch_size", "trainer.max_epochs"}
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        (
+            "model.learning_rat: {low: 1.0e-5, high: 1.0e-4}",
+            r"model\.learning_rat: not a key of the recipe; did you mean model\.learning_rate\?",
+        ),
+        ("data.batch_size: []", r"data\.batch_size: expected at least one choice"),
+        ("model.learning_rate: {low: 1.0e-4}", r"model\.learning_rate: expected a list of choices or \{low, high\}"),
+        ("model.learning_rate: {low: 1.0e-4, high: 1.0e-5}", r"expected low < high"),
+        ("model.warmup_ratio: {low: 0.0, high: 0.2, log: true}", r"low > 0 without step when log: true"),
+        ("model.warmup_ratio: {low: a, high: 0.2}", r"low, high and step must be numbers"),
+        ("- model.learning_rate", r"expected a mapping of recipe keys"),
+    ],
+)
+def test_a_bad_space_names_the_file_and_key(space: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(space + "\n")
+    with pytest.raises(ValueError, match=message):
+        read_space(path, KEYS)
+
+
+def test_a_space_reads_ints_floats_and_choices(tmp_path: Path) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text(
+        "model.learning_rate: {low: 1.0e-5, high: 1.0e-3, log: true}\n"
+        "trainer.max_epochs: {low: 1, high: 3}\ndata.batch_size: [8, 16]\n"
+    )
+    import optuna
+
+    params = read_space(path, KEYS)
+    trial = optuna.create_study().ask()
+    values = {p.key: p.suggest(trial) for p in params}
+    assert 1e-5 <= values["model.learning_rate"] <= 1e-3 and isinstance(values["trainer.max_epochs"], int)
+    assert values["data.batch_size"] in (8, 16) and params[2] == Param("data.batch_size", choices=(8, 16))
+
+
+def test_pruning_stops_training_and_says_where() -> None:
+    said: dict = {}
+    trial = SimpleNamespace(
+        report=lambda value, step: said.update(value=value, step=step),
+        should_prune=lambda: True,
+        set_user_attr=lambda key, value: said.update({key: value}),
+    )
+    trainer = SimpleNamespace(callback_metrics={"val/f1": 0.25}, sanity_checking=False, should_stop=False)
+    Pruning(trial, "val/f1").on_validation_end(trainer, None)
+    assert trainer.should_stop and said["step"] == 1 and said["pruned_at"] == "validation 1, val/f1=0.2500"
+
+
+def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path: Path) -> None:
+    recipe = yaml.safe_load(RECIPE.read_text())
+    recipe["model"] |= {"pretrained": None, "preset": "tiny", "vocab_file": "all-MiniLM-L6-v2"}
+    recipe["trainer"] |= {"max_epochs": 2, "limit_train_batches": 3, "limit_val_batches": 1}
+    recipe["trainer"] |= {"enable_progress_bar": False, "default_root_dir": str(tmp_path / "runs")}
+    recipe["data"]["batch_size"] = 8
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(recipe))
+    (tmp_path / "space.yaml").write_text(
+        "model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\ndata.max_length: [32, 0]\n"
+    )  # max_length 0 fails: a failed trial must not stop the study
+    tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--seed", "3"]
+    run_bertkit(*tune, "--trials", "3", cwd=tmp_path, fresh_process=True)
+    run_bertkit(*tune, "--trials", "4", cwd=tmp_path, fresh_process=True)  # resumes: one more
+    out = tmp_path / "runs" / "tune"
+    rows = list(csv.DictReader((out / "trials.csv").open()))
+    assert [r["number"] for r in rows] == ["0", "1", "2", "3"]
+    for row in rows:
+        if row["data.max_length"] == "0":
+            assert row["state"] == "FAIL" and "data.max_length=0: expected at least 8" in row["failed"], row
+        else:
+            assert row["state"] == "COMPLETE" and 0.0 <= float(row["value"]) <= 1.0
+            folder = Path(row["folder"])  # an ordinary run folder
+            assert (folder / "checkpoints" / "last.ckpt").is_file() and (
+                folder / "logs/version_0/config.yaml"
+            ).is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    best = max((r for r in rows if r["state"] == "COMPLETE"), key=lambda r: float(r["value"]))
+    assert summary["best_value"] == pytest.approx(float(best["value"]))
+    assert yaml.safe_load((out / "best.yaml").read_text()) == {
+        "model": {"learning_rate": pytest.approx(float(best["model.learning_rate"]))},
+        "data": {"max_length": 32},
+    }
+    assert (out / "history.png").stat().st_size > 1000 and (out / "slice.png").is_file()
+    run_bertkit(
+        "fit", "--config", "tiny.yaml", "--config", str(out / "best.yaml"), "--trainer.max_epochs=1",
+        f"--trainer.default_root_dir={tmp_path / 'again'}", cwd=tmp_path,
+    )  # fmt: skip
+    config = yaml.safe_load((tmp_path / "again" / "logs" / "version_0" / "config.yaml").read_text())
+    assert config["model"]["learning_rate"] == pytest.approx(float(best["model.learning_rate"]))
+
+
+def test_tune_refuses_what_it_cannot_use(tmp_path: Path) -> None:
+    (tmp_path / "space.yaml").write_text("model.learning_rat: [0.001]\n")
+    out = run_bertkit("tune", "--config", str(RECIPE), "--space", "space.yaml", cwd=tmp_path, check=False)
+    assert out.returncode == 2 and "did you mean model.learning_rate?" in out.stderr
+    (tmp_path / "space.yaml").write_text("model.learning_rate: [0.001]\n")
+    bad = ["--storage", "nosuchdb://x"]
+    out = run_bertkit("tune", "--config", str(RECIPE), "--space", "space.yaml", *bad, cwd=tmp_path, check=False)
+    assert out.returncode == 2 and "--storage nosuchdb://x: cannot be opened" in out.stderr
