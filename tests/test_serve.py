@@ -328,6 +328,59 @@ def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
             browser.close()
 
 
+@pytest.mark.parametrize("kind", ["qa", "sequence"])
+def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
+    """The page in headless Chromium, its /info and /predict answered by a Predictor in this
+    process (the records a server sends): the answer is marked in its context; one bar per label,
+    the predicted label first."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no {CHROMIUM}: apt-get install chromium (.ci/run installs it)")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    from bertkit.serve import PAGE
+
+    head = QuestionAnsweringHead() if kind == "qa" else SequenceClassificationHead(labels=["neg", "pos", "mixed"])
+    predictor = Predictor.from_model(tiny(head), max_length=48)
+
+    def answer(route) -> None:
+        path = route.request.url.split("bertkit.test", 1)[1]
+        if path == "/":
+            route.fulfill(body=PAGE.read_text(), content_type="text/html")
+        elif path == "/info":
+            route.fulfill(json={"model": predictor.info()})
+        else:
+            route.fulfill(json=predictor.predict(json.loads(route.request.post_data)["inputs"]))
+
+    context = "Peter Blackburn flew from Oslo to Paris on Tuesday ."
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page()
+            page.route("http://bertkit.test/**", answer)
+            page.goto("http://bertkit.test/")
+            if kind == "qa":
+                page.wait_for_selector("#question", state="visible")
+                page.fill("#text", context)
+                page.click("#submit")
+                assert page.text_content("#error") == "Type a question about the context."
+                page.fill("#question", "Who flew?")
+                page.click("#submit")
+                page.wait_for_selector(".answer mark")
+                record = predictor.predict([{"question": "Who flew?", "context": context}])[0]
+                assert page.text_content(".answer mark") == context[record["start"] : record["end"]]
+                assert page.text_content(".answer") == context
+            else:
+                page.wait_for_function("document.getElementById('about').textContent.includes('Sequence')")
+                page.fill("#text", "a charming journey .")
+                page.click("#submit")
+                page.wait_for_selector(".labels .bar")
+                rows = [b.get_attribute("data-label") for b in page.query_selector_all(".labels .bar")]
+                record = predictor.predict(["a charming journey ."])[0]
+                assert sorted(rows) == ["mixed", "neg", "pos"] and rows[0] == record["label"]
+                assert page.get_attribute(".labels .bar.chosen", "data-label") == record["label"]
+        finally:
+            browser.close()
+
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
