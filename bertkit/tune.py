@@ -23,13 +23,16 @@ pruned and failed trials are recorded with their reason and never stop the study
 from __future__ import annotations
 
 import csv
+import ctypes
 import difflib
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,8 @@ from bertkit.io import atomic_path
 @dataclass(frozen=True)
 class Param:
     """One dimension of the space: ``choices`` (categorical) or ``low``/``high`` (``log``,
-    ``step``), ints where both bounds are ints."""
+    ``step``), ints where both bounds are ints; or a ``fixed`` setting, the same in every trial
+    (its only choice, not searched)."""
 
     key: str
     choices: tuple[Any, ...] | None = None
@@ -55,8 +59,11 @@ class Param:
     high: float | None = None
     log: bool = False
     step: float | None = None
+    fixed: bool = False
 
     def suggest(self, trial: optuna.Trial) -> Any:
+        if self.fixed:
+            return self.choices[0]
         if self.choices is not None:
             return trial.suggest_categorical(self.key, list(self.choices))
         if isinstance(self.low, int) and isinstance(self.high, int):
@@ -68,7 +75,9 @@ RANGE_FIELDS = {"low", "high", "log", "step"}
 
 
 def read_space(path: str | Path, keys: set[str]) -> list[Param]:
-    """The search space of a YAML file, each key checked against the recipe's ``keys``.
+    """The search space of a YAML file, each key checked against the recipe's ``keys``: a list
+    is a choice, ``{low, high[, log, step]}`` a range, a plain value a setting fixed for every
+    trial (a short budget: ``trainer.max_epochs: 1``).
 
     Raises:
         FileNotFoundError: no such file.
@@ -89,6 +98,9 @@ def read_space(path: str | Path, keys: set[str]) -> list[Param]:
             close = difflib.get_close_matches(str(key), sorted(keys), n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ValueError(f"{where}: not a key of the recipe{hint}")
+        if not isinstance(spec, (list, dict)):  # a plain value: the same in every trial
+            params.append(Param(key, choices=(spec,), fixed=True))
+            continue
         if isinstance(spec, list):
             if not spec:
                 raise ValueError(f"{where}: expected at least one choice")
@@ -189,7 +201,7 @@ def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_
     with open(folder / "trial.log", "w", encoding="utf-8") as log:
         code = subprocess.run(
             [sys.executable, "-m", "bertkit.tune", json.dumps(job)], stdout=log, stderr=subprocess.STDOUT, env=env,
-            check=False,
+            check=False, preexec_fn=_die_with_parent(),
         ).returncode  # fmt: skip
     if code != 0:
         lines = (folder / "trial.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()
@@ -198,6 +210,16 @@ def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_
     if score is None:
         raise RuntimeError(f"{folder}: no {study.monitor} recorded (does the recipe validate?)")
     return score
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """For a trial's process on Linux: a ``preexec_fn`` by which it is killed when ``bertkit
+    tune`` dies, even by ``kill -9``, instead of training on unseen (its trial is re-queued by
+    the next run). Loaded here, in the parent: the child only calls it (no imports after fork)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def best_score(last: Path) -> float | None:
@@ -226,6 +248,7 @@ def fit_trial(job: dict[str, Any]) -> None:
 def optimize(study: Study, space: list[Param], trials: int, n_jobs: int, seed: int) -> optuna.Study:
     """Run trials until the study holds ``trials`` finished ones (complete, pruned or failed)."""
     search = study.load()
+    search.set_user_attr("fixed", {p.key: p.suggest(None) for p in space if p.fixed})  # for best.yaml
     search.sampler = optuna.samplers.TPESampler(seed=seed + len(search.trials))
     threads = max(1, (os.cpu_count() or 1) // n_jobs)
 
@@ -284,8 +307,9 @@ def report(search: optuna.Study, out: Path) -> dict[str, Any]:
     if complete:
         best = search.best_trial
         summary |= {"best_value": best.value, "best_params": best.params, "best_trial": best.number}
+        overlay = {**search.user_attrs.get("fixed", {}), **best.params}  # the trial's settings, fixed ones too
         with atomic_path(out / "best.yaml") as tmp:
-            tmp.write_text(yaml.safe_dump(nested(best.params), sort_keys=False), encoding="utf-8")
+            tmp.write_text(yaml.safe_dump(nested(overlay), sort_keys=False), encoding="utf-8")
         summary["plots"] = plots(search, out)
     with atomic_path(out / "summary.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
@@ -321,16 +345,16 @@ def plots(search: optuna.Study, out: Path) -> list[str]:
     return written
 
 
-def seed_study(study: Study, best: dict[str, Any], seeds: int, n_jobs: int) -> dict[str, Any]:
-    """The best parameters against the recipe's defaults over seeds 1..``seeds`` (unpruned runs in
-    ``tune/seeds``): mean ± sample SD of the monitored score each."""
-    threads = max(1, (os.cpu_count() or 1) // n_jobs)
+def seed_study(study: Study, best: dict[str, Any], fixed: dict[str, Any], seeds: int) -> dict[str, Any]:
+    """The best parameters against the recipe's defaults (both with the space's ``fixed``
+    settings) over seeds 1..``seeds`` (unpruned runs in ``tune/seeds``, one at a time on every
+    core): mean ± sample SD of the monitored score each."""
     scores: dict[str, list[float]] = {"best": [], "recipe": []}
     for seed in range(1, seeds + 1):
-        for name, params in (("best", best), ("recipe", {})):
+        for name, params in (("best", best), ("recipe", fixed)):
             folder = study.root / "tune" / "seeds" / f"{name}-seed{seed}"
             overrides = {**params, "seed_everything": seed, "data.seed": seed, "trainer.default_root_dir": str(folder)}
-            scores[name].append(run_in_process(study, overrides, folder, None, threads))
+            scores[name].append(run_in_process(study, overrides, folder, None, os.cpu_count() or 1))
     return {
         name: {"mean": statistics.fmean(v), "sd": statistics.stdev(v) if len(v) > 1 else 0.0, "scores": v}
         for name, v in scores.items()
@@ -361,7 +385,8 @@ def run(
     summary = {"study": study.name, "storage": study.storage, "objective": f"{study.direction} {study.monitor}"}
     summary |= report(search, root / "tune")
     if seeds and "best_params" in summary and not report_only:
-        summary["seeds"] = seed_study(study, summary["best_params"], seeds, n_jobs)
+        fixed = search.user_attrs.get("fixed", {})
+        summary["seeds"] = seed_study(study, {**fixed, **summary["best_params"]}, fixed, seeds)
         with atomic_path(root / "tune" / "summary.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return summary

@@ -47,7 +47,7 @@ def test_a_space_reads_ints_floats_and_choices(tmp_path: Path) -> None:
     path = tmp_path / "space.yaml"
     path.write_text(
         "model.learning_rate: {low: 1.0e-5, high: 1.0e-3, log: true}\n"
-        "trainer.max_epochs: {low: 1, high: 3}\ndata.batch_size: [8, 16]\n"
+        "trainer.max_epochs: {low: 1, high: 3}\ndata.batch_size: [8, 16]\nmodel.warmup_ratio: 0.0\n"
     )
     import optuna
 
@@ -56,6 +56,7 @@ def test_a_space_reads_ints_floats_and_choices(tmp_path: Path) -> None:
     values = {p.key: p.suggest(trial) for p in params}
     assert 1e-5 <= values["model.learning_rate"] <= 1e-3 and isinstance(values["trainer.max_epochs"], int)
     assert values["data.batch_size"] in (8, 16) and params[2] == Param("data.batch_size", choices=(8, 16))
+    assert values["model.warmup_ratio"] == 0.0 and "model.warmup_ratio" not in trial.params  # fixed
 
 
 def test_pruning_stops_training_and_says_where() -> None:
@@ -79,7 +80,8 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(recipe))
     (tmp_path / "space.yaml").write_text(
         "model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\ndata.max_length: [32, 0]\n"
-    )  # max_length 0 fails: a failed trial must not stop the study
+        "trainer.limit_train_batches: 2\n"
+    )  # max_length 0 fails: a failed trial must not stop the study; a plain value is fixed
     tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--seed", "3"]
     run_bertkit(*tune, "--trials", "2", cwd=tmp_path, fresh_process=True)
     run_bertkit(*tune, "--trials", "3", cwd=tmp_path, fresh_process=True)  # resumes: one more
@@ -100,9 +102,11 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
     best = max((r for r in rows if r["state"] == "COMPLETE"), key=lambda r: float(r["value"]))
     assert summary["best_value"] == pytest.approx(float(best["value"]))
     assert yaml.safe_load((out / "best.yaml").read_text()) == {
+        "trainer": {"limit_train_batches": 2},
         "model": {"learning_rate": pytest.approx(float(best["model.learning_rate"]))},
         "data": {"max_length": 32},
     }
+    assert "trainer.limit_train_batches" not in rows[0]  # fixed, not searched
     assert (out / "history.png").stat().st_size > 1000 and (out / "slice.png").is_file()
     run_bertkit(
         "fit", "--config", "tiny.yaml", "--config", str(out / "best.yaml"), "--trainer.max_epochs=1",
