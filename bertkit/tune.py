@@ -14,7 +14,7 @@ ordinary run folder, ``<default_root_dir>/trials/NNN`` (checkpoints, logs, ``con
 trained in a process of its own as ``bertkit fit`` trains it (``compose``, then
 ``Trainer.fit``); the study lives in ``<default_root_dir>/tune/study.db`` (SQLite) or any
 SQLAlchemy URL, so it resumes after an interruption, a trial whose process stopped sending
-heartbeats is marked failed and re-queued once (Optuna's ``RetryFailedTrialCallback``), and
+heartbeats is marked failed and re-queued once (Optuna's ``RetryHeartbeatStaleTrialCallback``), and
 workers share it: ``--n_jobs`` on one machine, or ``bertkit tune`` on several machines with one
 ``--storage``. A pruner (median or successive halving) reads the score at every validation;
 pruned and failed trials are recorded with their reason and never stop the study.
@@ -32,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from bertkit.checkpoints import load_checkpoint
 from bertkit.choices import Pruner
 from bertkit.io import atomic_path
+
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats are "experimental"
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,7 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     try:
         return optuna.storages.RDBStorage(
             url, heartbeat_interval=30, grace_period=90,
-            failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
+            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
         )  # fmt: skip
     except (SQLAlchemyError, ImportError, ValueError) as err:  # a bad URL, a missing driver, no server
         raise ValueError(f"--storage {url}: cannot be opened ({type(err).__name__}: {err})") from None
@@ -336,10 +339,9 @@ def plots(search: optuna.Study, out: Path) -> list[str]:
             print(f"no {name} plot: {err}")
             continue
         figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure
-        figure.tight_layout()
         path = out / f"{name}.png"
         with atomic_path(path) as tmp:
-            figure.savefig(tmp, format="png", dpi=120)
+            figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
         written.append(str(path))
         matplotlib.pyplot.close(figure)
     return written
