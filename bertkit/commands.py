@@ -188,6 +188,11 @@ def serve(
         os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
     from bertkit.serve import Batching, server
 
+    if backend != "torch" and embed:
+        log.warning(
+            "no /embed on the %s backend: its graph ends in the head's logits (--backend torch serves it)", backend
+        )
+
     batching = Batching(max_tokens, max_batch_size, batch_timeout)
     server(model, backend, accelerator, workers, batching, timeout, embed).run(
         host=host, port=port, generate_client_file=False, log_level="warning"

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from bertkit.checkpoints import load_checkpoint
 from bertkit.choices import Backend
 from bertkit.data import pad_batch
 from bertkit.embed import embed_texts
@@ -103,7 +104,7 @@ class Predictor:
             FileNotFoundError, ValueError: see ``bertkit.checkpoints.check_checkpoint``.
         """
         model = BertModule.load_from_checkpoint(path, map_location=device)
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        checkpoint = load_checkpoint(path, mmap=True)
         max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
         return cls.from_model(model, int(max_length), max_tokens)
 

@@ -251,7 +251,7 @@ def fit_trial(job: dict[str, Any]) -> None:
 def optimize(study: Study, space: list[Param], trials: int, n_jobs: int, seed: int) -> optuna.Study:
     """Run trials until the study holds ``trials`` finished ones (complete, pruned or failed)."""
     search = study.load()
-    search.set_user_attr("fixed", {p.key: p.suggest(None) for p in space if p.fixed})  # for best.yaml
+    search.set_user_attr("fixed", {p.key: p.choices[0] for p in space if p.fixed})  # for best.yaml
     search.sampler = optuna.samplers.TPESampler(seed=seed + len(search.trials))
     threads = max(1, (os.cpu_count() or 1) // n_jobs)
 

@@ -303,6 +303,7 @@ def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page()
+            page.set_default_timeout(120_000)  # a loaded 2-core machine answers slowly
             page.goto(f"http://127.0.0.1:{served}/")
             page.wait_for_selector("#key", state="visible")  # /info asked for the key
             page.fill("#key", "k")
@@ -355,6 +356,7 @@ def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page()
+            page.set_default_timeout(120_000)  # a loaded 2-core machine answers slowly
             page.route("http://bertkit.test/**", answer)
             page.goto("http://bertkit.test/")
             if kind == "qa":
