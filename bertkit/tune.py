@@ -32,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ from bertkit.choices import Pruner
 from bertkit.io import atomic_path
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats are "experimental"
+
+HEARTBEAT = (30, 90)  # seconds between a trial's heartbeats; seconds without one before it is stale
+NOT_LOGGED = 3  # a trial process's exit code when the recipe does not log its monitored score
 
 
 @dataclass(frozen=True)
@@ -147,11 +151,34 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     """
     try:
         return optuna.storages.RDBStorage(
-            url, heartbeat_interval=30, grace_period=90,
+            url, heartbeat_interval=HEARTBEAT[0], grace_period=HEARTBEAT[1],
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
         )  # fmt: skip
     except (SQLAlchemyError, ImportError, ValueError) as err:  # a bad URL, a missing driver, no server
         raise ValueError(f"--storage {url}: cannot be opened ({type(err).__name__}: {err})") from None
+
+
+class ObjectiveNotLogged(ValueError):
+    """The recipe's validation does not log the score its ModelCheckpoint monitors."""
+
+
+class Objective(pl.Callback):
+    """Checks at the first validation (the sanity check included) that the monitored score is
+    logged, before a trial trains on towards a score that never comes.
+
+    Raises:
+        ObjectiveNotLogged: it is not (names the scores that are).
+    """
+
+    def __init__(self, monitor: str) -> None:
+        self.monitor = monitor
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.monitor not in trainer.callback_metrics:
+            logged = ", ".join(sorted(trainer.callback_metrics)) or "nothing"
+            raise ObjectiveNotLogged(
+                f"the recipe's ModelCheckpoint monitors {self.monitor}, which the model does not log (it logs {logged})"
+            )
 
 
 class Pruning(pl.Callback):
@@ -196,7 +223,8 @@ def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_
     through ``trial_id`` when given); the best monitored score.
 
     Raises:
-        RuntimeError: the run failed (the last lines of its log) or recorded no score.
+        ObjectiveNotLogged: the recipe does not log its monitored score (stops the study).
+        RuntimeError: the run failed (the last line of its log) or recorded no score.
     """
     folder.mkdir(parents=True, exist_ok=True)
     job = {"study": {**study.__dict__, "root": str(study.root)}, "overrides": overrides, "trial_id": trial_id}
@@ -206,8 +234,10 @@ def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_
             [sys.executable, "-m", "bertkit.tune", json.dumps(job)], stdout=log, stderr=subprocess.STDOUT, env=env,
             check=False, preexec_fn=_die_with_parent(),
         ).returncode  # fmt: skip
+    lines = (folder / "trial.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    if code == NOT_LOGGED:
+        raise ObjectiveNotLogged(f"{study.recipe}: {next(x for x in reversed(lines) if 'does not log' in x)}")
     if code != 0:
-        lines = (folder / "trial.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()
         raise RuntimeError(f"exit {code}: {lines[-1] if lines else 'no output'} (log: {folder / 'trial.log'})")
     score = best_score(folder / "checkpoints" / "last.ckpt")
     if score is None:
@@ -245,11 +275,17 @@ def fit_trial(job: dict[str, Any]) -> None:
     if job["trial_id"] is not None:
         trial = optuna.trial.Trial(study.load(), job["trial_id"])
         composed.trainer.callbacks.append(Pruning(trial, study.monitor))
-    composed.trainer.fit(composed.model, datamodule=composed.datamodule)
+    composed.trainer.callbacks.insert(0, Objective(study.monitor))
+    try:
+        composed.trainer.fit(composed.model, datamodule=composed.datamodule)
+    except ObjectiveNotLogged as err:
+        print(err, flush=True)
+        sys.exit(NOT_LOGGED)
 
 
-def optimize(study: Study, space: list[Param], trials: int, n_jobs: int, seed: int) -> optuna.Study:
-    """Run trials until the study holds ``trials`` finished ones (complete, pruned or failed)."""
+def optimize(study: Study, space: list[Param], trials: int, n_jobs: int, seed: int, poll: float = 10.0) -> optuna.Study:
+    """Run trials until the study holds ``trials`` finished ones (complete, pruned or failed) and
+    none is running or waiting (re-queued) anywhere, checking every ``poll`` seconds."""
     search = study.load()
     search.set_user_attr("fixed", {p.key: p.choices[0] for p in space if p.fixed})  # for best.yaml
     search.sampler = optuna.samplers.TPESampler(seed=seed + len(search.trials))
@@ -269,13 +305,23 @@ def optimize(study: Study, space: list[Param], trials: int, n_jobs: int, seed: i
             raise optuna.TrialPruned()
         return score
 
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-    if len(search.get_trials(deepcopy=False, states=finished)) < trials:
-        search.optimize(
-            objective, n_jobs=n_jobs, catch=(RuntimeError,),
-            callbacks=[optuna.study.MaxTrialsCallback(trials, states=finished)],
-        )  # fmt: skip
-    return search
+    states = optuna.trial.TrialState
+    finished = (states.COMPLETE, states.PRUNED, states.FAIL)
+    while True:
+        done = len(search.get_trials(deepcopy=False, states=finished))
+        waiting = len(search.get_trials(deepcopy=False, states=(states.WAITING,)))
+        if done < trials or waiting:  # a re-queued trial runs even when the count is reached
+            goal = optuna.study.MaxTrialsCallback(max(trials, done + waiting), states=finished)
+            search.optimize(objective, n_jobs=n_jobs, catch=(RuntimeError,), callbacks=[goal])
+        running = [t.number for t in search.get_trials(deepcopy=False, states=(states.RUNNING,))]
+        if not running:
+            return search
+        # Trials running in other workers (bertkit tune beside this one or on another machine) are
+        # waited for, so that the report counts them; one whose worker died goes stale, is failed
+        # and re-queued, and is then run here.
+        print(f"waiting for trial(s) {running}, running in other workers", flush=True)
+        time.sleep(poll)
+        optuna.storages.fail_stale_trials(search)
 
 
 def nested(params: dict[str, Any]) -> dict[str, Any]:

@@ -71,13 +71,19 @@ def test_pruning_stops_training_and_says_where() -> None:
     assert trainer.should_stop and said["step"] == 1 and said["pruned_at"] == "validation 1, val/f1=0.2500"
 
 
-def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path: Path) -> None:
+def tiny_recipe(folder: Path) -> dict:
+    """The NER recipe on a tiny random encoder, a few batches; written to ``folder/tiny.yaml``."""
     recipe = yaml.safe_load(RECIPE.read_text())
     recipe["model"] |= {"pretrained": None, "preset": "tiny", "vocab_file": "all-MiniLM-L6-v2"}
     recipe["trainer"] |= {"max_epochs": 1, "limit_train_batches": 3, "limit_val_batches": 1}
-    recipe["trainer"] |= {"enable_progress_bar": False, "default_root_dir": str(tmp_path / "runs")}
+    recipe["trainer"] |= {"enable_progress_bar": False, "default_root_dir": str(folder / "runs")}
     recipe["data"]["batch_size"] = 8
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(recipe))
+    (folder / "tiny.yaml").write_text(yaml.safe_dump(recipe))
+    return recipe
+
+
+def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path: Path) -> None:
+    tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text(
         "model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\ndata.max_length: [32, 0]\n"
         "trainer.limit_train_batches: 2\n"
@@ -116,6 +122,31 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
     assert config["model"]["learning_rate"] == pytest.approx(float(best["model.learning_rate"]))
 
 
+def test_a_stale_trial_is_waited_for_failed_and_run_again_with_its_parameters(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A worker killed with ``kill -9`` leaves its trial RUNNING: a worker waits for it before it
+    reports; once its heartbeat is stale the trial is failed, re-queued and run with its
+    parameters."""
+    import optuna
+
+    from bertkit import tune
+
+    monkeypatch.setattr(tune, "HEARTBEAT", (1, 2))
+    study = tune.Study("r.yaml", tmp_path, "val/f1", "maximize", f"sqlite:///{tmp_path / 's.db'}", "s", "none")
+    space = [tune.Param("model.learning_rate", low=1e-5, high=1e-3, log=True)]
+    lost = study.load().ask({"model.learning_rate": optuna.distributions.FloatDistribution(1e-5, 1e-3, log=True)})
+    lost.storage.record_heartbeat(lost._trial_id)  # and its worker dies
+    ran: list[float] = []
+    monkeypatch.setattr(
+        tune, "run_in_process", lambda s, overrides, *a: ran.append(overrides["model.learning_rate"]) or 0.5
+    )
+    search = tune.optimize(study, space, trials=2, n_jobs=1, seed=0, poll=0.5)
+    assert [t.state.name for t in search.trials] == ["FAIL", "COMPLETE", "COMPLETE", "COMPLETE"]
+    assert ran[-1] == lost.params["model.learning_rate"] and len(ran) == 3
+    assert "waiting for trial(s) [0], running in other workers" in capsys.readouterr().out
+
+
 def test_tune_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     (tmp_path / "space.yaml").write_text("model.learning_rat: [0.001]\n")
     out = run_bertkit("tune", "--config", str(RECIPE), "--space", "space.yaml", cwd=tmp_path, check=False)
@@ -124,3 +155,16 @@ def test_tune_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     bad = ["--storage", "nosuchdb://x"]
     out = run_bertkit("tune", "--config", str(RECIPE), "--space", "space.yaml", *bad, cwd=tmp_path, check=False)
     assert out.returncode == 2 and "--storage nosuchdb://x: cannot be opened" in out.stderr
+
+
+def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_validation(tmp_path: Path) -> None:
+    recipe = tiny_recipe(tmp_path)
+    recipe["trainer"]["callbacks"][0]["init_args"]["monitor"] = "val/f2"
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(recipe))
+    (tmp_path / "space.yaml").write_text("model.learning_rate: [0.001, 0.0001]\n")
+    out = run_bertkit(
+        "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--trials", "3", cwd=tmp_path, check=False
+    )
+    assert out.returncode == 2, out.stderr
+    assert "ModelCheckpoint monitors val/f2, which the model does not log (it logs " in out.stderr
+    assert "val/f1" in out.stderr and not (tmp_path / "runs" / "trials" / "001").exists()
