@@ -132,6 +132,12 @@ class Head(nn.Module, HyperparametersMixin, ABC):
         what this head computes (the export is then the encoder alone, with a warning)."""
         return {}
 
+    def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
+        """Parameters of this head that need optimizer settings of their own (``lr``,
+        ``weight_decay``), e.g. a CRF's transition scores; each list becomes one AdamW group
+        without weight decay unless it says so, and the schedule applies to it as to the rest."""
+        return []
+
     def hf_config(self) -> dict[str, Any]:
         """``config.json`` entries ``hf_architecture`` needs (``id2label``, ``problem_type`` …)."""
         return {}

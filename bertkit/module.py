@@ -345,10 +345,13 @@ class BertModule(pl.LightningModule):
     @override
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
-        params = [p for p in self.parameters() if p.requires_grad]
+        own = self.head.parameter_settings()  # e.g. a CRF's learning rate
+        taken = {id(p) for params, _ in own for p in params}
+        params = [p for p in self.parameters() if p.requires_grad and id(p) not in taken]
         groups = [
             {"params": [p for p in params if decays(p)], "weight_decay": hp.weight_decay},
             {"params": [p for p in params if not decays(p)], "weight_decay": 0.0},
+            *({"params": group, "weight_decay": 0.0, **settings} for group, settings in own),
         ]
         fused = params[0].device.type in ("cpu", "cuda")  # one fused kernel per step (transformers' default)
         optimizer = torch.optim.AdamW(

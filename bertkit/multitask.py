@@ -138,6 +138,9 @@ class MultiTaskHead(Head):
         for head in self.heads.values():
             head.attach(encoder)
 
+    def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
+        return [group for head in self.heads.values() for group in head.parameter_settings()]
+
     # ----- data: each task's files are read by its own head -----
     def read(self, path: Path, labelled: bool = True) -> list[Any]:
         raise ValueError(f"{path}: MultiTaskHead reads each task's files with its head: give data.tasks")

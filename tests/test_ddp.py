@@ -134,3 +134,13 @@ def test_fit_on_two_processes(tmp_path, head):
     )  # fmt: skip
     last = next(tmp_path.glob("runs/*/checkpoints/last.ckpt"))
     assert torch.load(last, weights_only=True)["global_step"] == 2
+
+
+def test_a_crf_tagger_trains_and_scores_on_two_processes_as_on_one(tmp_path):
+    args = ["--config", str(RECIPE), *TINY, "--model.head.init_args.crf=true", "--data.batch_size=4", *QUIET]
+    run_bertkit_fresh("fit", *args, *TWO, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=tmp_path)
+    scores = []
+    for processes in ([], TWO):
+        run_bertkit_fresh("validate", *args, "--ckpt_path=last", *processes, cwd=tmp_path)
+        scores.append({k: v for k, v in written_scores(tmp_path / "runs/ner", "validate").items() if k != "val/loss"})
+    assert "val/f1_PER" in scores[0] and scores[0] == pytest.approx(scores[1])

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
+from bertkit_plugins.token_tagging.crf import CRF
 from bertkit_plugins.token_tagging.metric import EntityF1
 from bertkit_plugins.token_tagging.windows import make_windows, owners
 from tokenizers import pre_tokenizers
@@ -42,6 +43,11 @@ class TokenTaggingHead(Head):
         label_all_subwords: also train on non-first sub-words (predictions always use the first).
         stride: tokens of overlap between windows of a sentence longer than ``max_length``.
         classifier_dropout: dropout before the linear tagger.
+        crf: decode with a linear-chain CRF over the words' first sub-words (``crf.CRF``: IOB2
+            moves only, Viterbi) and train it on their negative log-likelihood, per word, instead
+            of each token's cross-entropy.
+        crf_learning_rate: the CRF's learning rate (its scores start at 0 and would hardly move at
+            an encoder's); warm-up and decay apply as to the rest.
     """
 
     def __init__(
@@ -54,9 +60,15 @@ class TokenTaggingHead(Head):
         label_all_subwords: bool = False,
         stride: int = 32,
         classifier_dropout: float = 0.1,
+        crf: bool = False,
+        crf_learning_rate: float = 1e-3,
     ) -> None:
         super().__init__()
         check("model.head.tag_scheme", tag_scheme, TagScheme)
+        if crf and label_all_subwords:
+            raise ValueError(
+                "model.head.crf: the CRF scores the first sub-word of each word; set label_all_subwords: false"
+            )
         if not entity_types or len(set(entity_types)) != len(entity_types):
             raise ValueError(f"model.head.entity_types={entity_types!r}: expected a non-empty list of distinct types")
         self.save_hyperparameters()
@@ -68,7 +80,15 @@ class TokenTaggingHead(Head):
     onnx_outputs = ("logits",)
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        return {f"classifier.{k}": v for k, v in self.classifier.state_dict().items()}
+        """``classifier.*``, and ``crf.*`` with a CRF (``transformers`` ignores them; ``CRF.from_export``
+        reads them)."""
+        state = {f"classifier.{k}": v for k, v in self.classifier.state_dict().items()}
+        if self.hparams.crf:
+            state |= {f"crf.{k}": v for k, v in self.crf.state_dict().items()}
+        return state
+
+    def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
+        return [(list(self.crf.parameters()), {"lr": self.hparams.crf_learning_rate})] if self.hparams.crf else []
 
     def hf_config(self) -> dict[str, Any]:
         """IOB2 tags by id (``O``, ``B-PER`` …)."""
@@ -79,6 +99,8 @@ class TokenTaggingHead(Head):
         self.classifier = nn.Linear(config.hidden_size, len(self.tags))
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
         nn.init.zeros_(self.classifier.bias)
+        if self.hparams.crf:
+            self.crf = CRF(self.tags, "IOB2")
 
     # ----- data -----
     def _check_types(self, sentences: list[Sentence]) -> None:
@@ -165,15 +187,42 @@ class TokenTaggingHead(Head):
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
         logits = encoded.map_tokens(lambda h: self.classifier(self.dropout(h)))  # (B, T, num_tags)
         out = {"logits": logits}
-        if "labels" in batch:
+        if "labels" in batch and self.hparams.crf:
+            emissions, words, free_start = self._words(logits, batch["word_index"])
+            tags = batch["labels"].gather(1, words.clamp(min=0))
+            out["loss"] = self.crf.nll(emissions, tags, words >= 0, free_start).sum() / (words >= 0).sum().clamp(min=1)
+        elif "labels" in batch:
             out["loss"] = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
         return out
+
+    @staticmethod
+    def _words(logits: torch.Tensor, word_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The CRF's sequences: each row's first sub-words of its own words, in order.
+
+        Returns:
+            emissions (B, W, num_tags) float32, their token positions (B, W) (-1 past a row's
+            words), and (B,) whether a row's first word is not its sentence's first (a window
+            that starts inside the sentence, where an entity may go on).
+        """
+        first = word_index >= 0  # (B, T)
+        width = max(1, int(first.sum(1).max()))
+        order = torch.sort((~first).to(torch.int8), dim=1, stable=True).indices[:, :width]  # first sub-words first
+        words = torch.where(first.gather(1, order), order, -1)
+        emissions = logits.float().gather(1, order.unsqueeze(2).expand(-1, -1, logits.shape[2]))
+        free_start = word_index.gather(1, order[:, :1]).squeeze(1) > 0
+        return emissions, words, free_start
 
     def _word_level(self, outputs: dict[str, torch.Tensor], batch: Batch) -> tuple[torch.Tensor, ...]:
         mask = batch["word_index"] >= 0  # (B, T) first sub-word of an owned word
         rows = mask.nonzero()[:, 0]
         example = batch["example_index"][rows]
-        return mask, example, batch["word_index"][mask], outputs["logits"].argmax(-1)[mask]
+        if self.hparams.crf:  # Viterbi: the tags in the rows' word order, which is mask's order
+            emissions, words, free_start = self._words(outputs["logits"], batch["word_index"])
+            tags = self.crf.decode(emissions, words >= 0, free_start)
+            pred = tags[words >= 0]
+        else:
+            pred = outputs["logits"].argmax(-1)[mask]
+        return mask, example, batch["word_index"][mask], pred
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         mask, example, word, pred = self._word_level(outputs, batch)

@@ -1,0 +1,165 @@
+"""The CRF of ``TokenTaggingHead(crf=True)``: its forward algorithm and Viterbi agree with
+enumerating every tag sequence, Viterbi never returns a sequence the scheme forbids (whatever the
+scores), the head trains and decodes windows of long sentences, and an export decodes the same
+way from ``transformers``' logits with ``CRF.from_export``."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+
+import pytest
+import torch
+import transformers
+from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging.conll import Sentence
+from bertkit_plugins.token_tagging.crf import CRF, FORBIDDEN, allowed_moves, log_partition, path_score, viterbi
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bertkit import BertModule
+from bertkit.data import pad_batch
+
+IOB2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+BIOES = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
+
+
+def valid(tags: list[str], scheme: str, free_start: bool = False) -> bool:
+    """Whether ``tags`` is a well-formed sequence, written from the schemes' definitions (not from
+    ``allowed_moves``); ``free_start``: it may go on with an entity opened before it."""
+    for i, tag in enumerate(tags):
+        previous = tags[i - 1] if i else None
+        opened = previous is not None and previous[0] in "BI"  # an entity goes on after previous
+        if tag[0] in "IE" and (
+            previous is None and not free_start or previous is not None and (not opened or previous[2:] != tag[2:])
+        ):
+            return False
+        if scheme == "BIOES" and opened and (tag[0] not in "IE" or previous[2:] != tag[2:]):
+            return False
+    return scheme == "IOB2" or not tags or tags[-1][0] in "OES"
+
+
+@pytest.mark.parametrize("tags", [IOB2, BIOES[:5]], ids=["IOB2", "BIOES"])
+def test_forward_algorithm_and_viterbi_agree_with_enumeration(tags):
+    torch.manual_seed(0)
+    scheme = "IOB2" if tags is IOB2 else "BIOES"
+    crf = CRF(tags, scheme)
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.normal_(0, 1)
+    n, length = len(tags), 4
+    emissions = torch.randn(4, length, n) * 2
+    lengths = torch.tensor([4, 3, 1, 0])
+    mask = torch.arange(length) < lengths[:, None]
+    free = torch.tensor([False, True, False, False])
+    with torch.no_grad():
+        transitions, start, end = crf.scores(free)
+    log_z, best = (
+        log_partition(emissions, mask, transitions, start, end),
+        viterbi(emissions, mask, transitions, start, end),
+    )
+    for row in range(4):
+        k = int(lengths[row])
+        if k == 0:  # an empty sequence: log Z 0, no tags
+            assert float(log_z[row]) == 0.0 and (best[row] == -1).all()
+            continue
+        paths = torch.tensor(list(itertools.product(range(n), repeat=k))).reshape(-1, k)
+        padded = torch.zeros(len(paths), length, dtype=torch.long)
+        padded[:, :k] = paths
+        scores = path_score(
+            emissions[row : row + 1].expand(len(paths), -1, -1), padded, mask[row : row + 1].expand(len(paths), -1),
+            transitions, start[row : row + 1].expand(len(paths), -1), end,
+        )  # fmt: skip
+        assert float(log_z[row]) == pytest.approx(float(torch.logsumexp(scores, 0)), abs=1e-4)
+        assert best[row, :k].tolist() == paths[scores.argmax()].tolist() and (best[row, k:] == -1).all()
+        named = [tags[i] for i in best[row, :k]]
+        assert valid(named, scheme, free_start=bool(free[row])) and scores.max() > FORBIDDEN / 2
+    assert crf.nll(emissions, best.clamp(min=0), mask, free)[:3].min() > 0  # a probability below 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scheme=st.sampled_from(["IOB2", "BIOES"]),
+    seed=st.integers(0, 2**16),
+    length=st.integers(1, 12),
+    scale=st.sampled_from([1.0, 10.0, 1000.0]),
+)
+def test_viterbi_never_returns_a_sequence_the_scheme_forbids(scheme, seed, length, scale):
+    tags = IOB2 if scheme == "IOB2" else BIOES
+    generator = torch.Generator().manual_seed(seed)
+    emissions = torch.randn(3, length, len(tags), generator=generator) * scale
+    emissions[0, :, [i for i, t in enumerate(tags) if t[0] in "IE"]] += scale  # scores that favour bad moves
+    crf = CRF(tags, scheme)
+    with torch.no_grad():
+        crf.transitions.copy_(torch.randn(len(tags), len(tags), generator=generator) * scale)
+    mask = torch.ones(3, length, dtype=torch.bool)
+    mask[2, max(1, length // 2) :] = False
+    for row in crf.decode(emissions, mask).tolist():
+        named = [tags[i] for i in row if i >= 0]
+        assert named and valid(named, scheme), named
+
+
+def test_allowed_moves_follow_the_schemes():
+    moves, start, end = allowed_moves(IOB2)
+    ids = {t: i for i, t in enumerate(IOB2)}
+    assert moves[ids["B-PER"], ids["I-PER"]] and moves[ids["I-PER"], ids["I-PER"]]
+    assert not moves[ids["O"], ids["I-PER"]] and not moves[ids["B-LOC"], ids["I-PER"]]
+    assert start.tolist() == [True, True, False, True, False] and end.all()
+    moves, start, end = allowed_moves(BIOES, "BIOES")
+    ids = {t: i for i, t in enumerate(BIOES)}
+    assert (
+        not moves[ids["B-PER"], ids["O"]]
+        and moves[ids["B-PER"], ids["E-PER"]]
+        and not moves[ids["S-PER"], ids["E-PER"]]
+    )
+    assert [BIOES[i] for i in end.nonzero().flatten()] == ["O", "E-PER", "S-PER", "E-LOC", "S-LOC"]
+    with pytest.raises(ValueError, match="tag 'X-PER': expected O or B/I-TYPE"):
+        allowed_moves(["O", "X-PER"])
+
+
+def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="model.head.crf: the CRF scores the first sub-word"):
+        TokenTaggingHead(entity_types=["PER", "LOC"], crf=True, label_all_subwords=True)
+    head = TokenTaggingHead(entity_types=["PER", "LOC"], crf=True, crf_learning_rate=0.01)
+    model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
+    words = ["Peter", "Blackburn", "flew", "from", "Oslo", "to", "Bergen", "with", "Anna", "Berg", "and", "Tom", "Lee"] * 3
+    tags = ["B-PER", "I-PER", "O", "O", "B-LOC", "O", "B-LOC", "O", "B-PER", "I-PER", "O", "B-PER", "I-PER"] * 3
+    sentences = [Sentence(words, tags, f"x:{i}", list(range(len(words))), " ".join(words), []) for i in range(2)]
+    features = head.featurize(sentences, model.tokenizer, max_length=16)  # windows: free starts
+    assert len(features) > 4 and any(min(w for w in f["word_index"] if w >= 0) > 0 for f in features)
+    batch = pad_batch(features, pad_values=head.pad_values)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(25):
+        loss = model(batch)["loss"]
+        optimizer.zero_grad(), loss.backward(), optimizer.step()
+        losses.append(float(loss))
+    assert losses[-1] < losses[0] / 4 and model.head.crf.transitions.grad.abs().sum() > 0
+    model.eval()
+    with torch.no_grad():
+        outputs = model(batch)
+    joined = {}
+    for p in head.predict(outputs, batch):
+        joined.setdefault(p["example_index"], {})[p["word_index"]] = p["tag"]
+    for example in joined.values():
+        assert valid([example[w] for w in sorted(example)], "IOB2") and len(example) == len(words)
+    assert sum(a == b for a, b in zip([joined[0][w] for w in range(len(words))], tags)) >= len(words) - 2
+
+    model._trainer = SimpleNamespace(estimated_stepping_batches=10)  # all configure_optimizers reads
+    groups = model.configure_optimizers()["optimizer"].param_groups
+    lr = {id(p): (g["lr"], g["weight_decay"]) for g in groups for p in g["params"]}
+    assert lr[id(model.head.crf.transitions)] == (0.0, 0.0) and groups[-1]["initial_lr"] == 0.01  # warm-up from 0
+    assert len(lr) == sum(1 for _ in model.parameters() if _.requires_grad)  # each parameter in one group
+
+    model.save_pretrained(tmp_path)
+    hf = transformers.BertForTokenClassification.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        logits = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    assert torch.allclose(logits, outputs["logits"], atol=1e-4)
+    emissions, positions, free_start = TokenTaggingHead._words(logits, batch["word_index"])
+    theirs = CRF.from_export(tmp_path).decode(emissions, positions >= 0, free_start)
+    ours = model.head.crf.decode(
+        TokenTaggingHead._words(outputs["logits"], batch["word_index"])[0], positions >= 0, free_start
+    )
+    assert torch.equal(theirs, ours)
