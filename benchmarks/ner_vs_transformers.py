@@ -29,9 +29,12 @@ from provenance import started
 
 
 def write_conll(path: Path, sentences: list[Sentence]) -> None:
-    """IOB2 two-column file, so both sides read exactly these sentences."""
+    """IOB2 two-column file, so both sides read exactly these sentences; ``-DOCSTART-`` lines
+    keep the documents (the context of ``TokenTaggingHead(context=K)``)."""
     lines = []
-    for s in sentences:
+    for i, s in enumerate(sentences):
+        if i and s.document != sentences[i - 1].document:
+            lines += ["-DOCSTART- O", ""]
         lines += [f"{w} {t}" for w, t in zip(s.words, s.tags)] + [""]
     path.write_text("\n".join(lines), encoding="utf-8")
 

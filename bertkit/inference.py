@@ -5,6 +5,7 @@ puts it behind HTTP; a notebook can call it directly."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import tempfile
 from collections.abc import Callable
@@ -37,6 +38,9 @@ MAX_TOKENS = 1024
 SERVING_FILE = "bertkit.json"
 """Written by ``bertkit export`` beside ``config.json``: the head (``Head.spec()``) and the
 ``max_length`` it was trained with, what serving an export needs besides its weights."""
+
+
+_CALLS = itertools.count()  # numbers the documents of ``Predictor.examples``
 
 
 class Predictor:
@@ -150,7 +154,9 @@ class Predictor:
         return {**self.description, "max_length": self.max_length}
 
     def examples(self, inputs: list[Request]) -> list[Any]:
-        """The head's examples of ``inputs``, one each, in order.
+        """The head's examples of ``inputs``, one each, in order. Examples that carry a
+        ``document`` (NER sentences, whose context comes from their document) get a number of
+        their own per call: the inputs of one request are one document, never another's context.
 
         Raises:
             ValueError: an input the head cannot read (the message names ``inputs[i]``), or a
@@ -175,6 +181,10 @@ class Predictor:
             raise ValueError("inputs: all texts (strings) or all records (JSON objects), not a mix")
         if len(examples) != len(inputs):
             raise ValueError(f"inputs: {type(head).__name__} read {len(examples)} examples from {len(inputs)} inputs")
+        document = next(_CALLS)
+        for example in examples:
+            if hasattr(example, "document"):
+                example.document = document
         return examples
 
     def predict(self, inputs: list[Request]) -> list[dict[str, Any]]:

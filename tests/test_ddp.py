@@ -136,8 +136,9 @@ def test_fit_on_two_processes(tmp_path, head):
     assert torch.load(last, weights_only=True)["global_step"] == 2
 
 
-def test_a_crf_tagger_trains_and_scores_on_two_processes_as_on_one(tmp_path):
-    args = ["--config", str(RECIPE), *TINY, "--model.head.init_args.crf=true", "--data.batch_size=4", *QUIET]
+def test_a_crf_tagger_with_document_context_trains_and_scores_on_two_processes_as_on_one(tmp_path):
+    new = ["--model.head.init_args.crf=true", "--model.head.init_args.context=16"]
+    args = ["--config", str(RECIPE), *TINY, *new, "--data.batch_size=4", *QUIET]
     run_bertkit_fresh("fit", *args, *TWO, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=tmp_path)
     scores = []
     for processes in ([], TWO):

@@ -34,6 +34,9 @@ class Sentence:
         lines: the line number of every word (for error messages).
         text: the sentence as text; words joined by single spaces unless read from plain text.
         offsets: (start, end) character offsets of each word in ``text``.
+        document: the document the sentence belongs to (sentences of one document are next to
+            each other in a file), or None for a sentence that stands alone; the context of
+            ``TokenTaggingHead(context=K)`` comes from its neighbours of the same document.
     """
 
     words: list[str]
@@ -42,6 +45,7 @@ class Sentence:
     lines: list[int] = field(default_factory=list)
     text: str = ""
     offsets: list[tuple[int, int]] = field(default_factory=list)
+    document: int | None = None
 
     def __post_init__(self) -> None:
         if not self.text:
@@ -86,7 +90,8 @@ def read_conll(
         labelled: read tags; False reads the first column only (for prediction).
 
     Returns:
-        Sentences with IOB2 tags; ``-DOCSTART-`` lines and blank lines only separate.
+        Sentences with IOB2 tags; ``-DOCSTART-`` lines and blank lines only separate. Each
+        ``-DOCSTART-`` line begins a new ``document`` (a file without one is one document).
 
     Raises:
         FileNotFoundError: no such file.
@@ -99,17 +104,19 @@ def read_conll(
     words: list[str] = []
     tags: list[str] = []
     lines: list[int] = []
+    document = 0
 
     def flush() -> None:
         if words:
             iob2 = to_iob2(tags, scheme) if labelled else None
-            sentences.append(Sentence(list(words), iob2, f"{path}:{lines[0]}", list(lines)))
+            sentences.append(Sentence(list(words), iob2, f"{path}:{lines[0]}", list(lines), document=document))
         words.clear(), tags.clear(), lines.clear()
 
     for number, raw in text_lines(path):
         cols = COLUMNS.split(raw.strip(" \t")) if raw.strip(" \t") else []  # not str.split: NBSP is text
         if not cols or cols[0] == "-DOCSTART-":
             flush()
+            document += bool(cols)  # -DOCSTART-
             continue
         if labelled:
             try:
@@ -138,7 +145,8 @@ def read_tagged_jsonl(
 ) -> list[Sentence]:
     """Read JSON Lines of tokenized sentences, ``{"tokens": [...], "ner_tags": [...]}``: the layout
     of Hugging Face token-classification data sets (``bertkit.hf_datasets`` writes their tag ids
-    as names). An empty token list has nothing to tag and is skipped.
+    as names). An empty token list has nothing to tag and is skipped. The file is one document
+    (its records in order are each other's context).
 
     Raises:
         ValueError: a line that is not a JSON object, a missing or non-list field, tags and tokens
@@ -165,7 +173,7 @@ def read_tagged_jsonl(
                 raise ValueError(f"{where}: tag {bad!r} is not O or a valid {scheme} tag")
             tags = to_iob2(tags, scheme)
         number = int(where.rpartition(":")[2])
-        sentences.append(Sentence(words, tags, where, [number] * len(words)))
+        sentences.append(Sentence(words, tags, where, [number] * len(words), document=0))
     return sentences
 
 

@@ -48,6 +48,11 @@ class TokenTaggingHead(Head):
             of each token's cross-entropy.
         crf_learning_rate: the CRF's learning rate (its scores start at 0 and would hardly move at
             an encoder's); warm-up and decay apply as to the rest.
+        context: document context (FLERT, Schweter & Akbik 2020): up to this many sub-word tokens
+            of the text before and after each window, from the same sentence and its neighbours
+            in the same document, are encoded with it (as room in ``max_length`` allows, the
+            window's own tokens first); labels, scores and predictions stay on the window's own
+            words. 0: none. FLERT uses 64.
     """
 
     def __init__(
@@ -62,9 +67,12 @@ class TokenTaggingHead(Head):
         classifier_dropout: float = 0.1,
         crf: bool = False,
         crf_learning_rate: float = 1e-3,
+        context: int = 0,
     ) -> None:
         super().__init__()
         check("model.head.tag_scheme", tag_scheme, TagScheme)
+        if context < 0:
+            raise ValueError(f"model.head.context={context}: expected a number of tokens >= 0")
         if crf and label_all_subwords:
             raise ValueError(
                 "model.head.crf: the CRF scores the first sub-word of each word; set label_all_subwords: false"
@@ -123,15 +131,20 @@ class TokenTaggingHead(Head):
         return sentences
 
     def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Sentence]:
-        """One sentence per non-blank line, split with BERT's pre-tokenizer; offsets into the line."""
+        """One sentence per non-blank line, split with BERT's pre-tokenizer; offsets into the line.
+        Blank lines separate documents (paragraphs)."""
         split = pre_tokenizers.BertPreTokenizer()
-        sentences = []
+        sentences: list[Sentence] = []
+        document = 0
         for number, line in lines:
             pieces = split.pre_tokenize_str(line)
             if pieces:
                 words = [w for w, _ in pieces]
                 offsets = [o for _, o in pieces]
-                sentences.append(Sentence(words, None, f"{path}:{number}", [number] * len(words), line, offsets))
+                numbers = [number] * len(words)
+                sentences.append(Sentence(words, None, f"{path}:{number}", numbers, line, offsets, document))
+            elif sentences and sentences[-1].document == document:
+                document += 1
         return sentences
 
     def _word_tokens(
@@ -153,9 +166,12 @@ class TokenTaggingHead(Head):
         hp = self.hparams
         encodings = tokenizer.tokenize([s.words for s in examples], is_pretokenized=True)
         budget = max_length - tokenizer.num_special_tokens()
+        tokens = [
+            self._word_tokens(sentence, enc.input_ids, enc.word_ids, tokenizer.unk_token_id)
+            for sentence, enc in zip(examples, encodings)
+        ]
         features = []
-        for index, (sentence, enc) in enumerate(zip(examples, encodings)):
-            ids, word_ids = self._word_tokens(sentence, enc.input_ids, enc.word_ids, tokenizer.unk_token_id)
+        for index, (sentence, (ids, word_ids)) in enumerate(zip(examples, tokens)):
             spans = make_windows(word_ids, budget, min(hp.stride, budget - 1))
             owner = owners(word_ids, spans)
             tag_ids = [self.tag_ids[t] for t in sentence.tags] if sentence.tags is not None else None
@@ -171,7 +187,10 @@ class TokenTaggingHead(Head):
                     else:
                         tag = self.tags[tag_ids[w]]
                         labels.append(tag_ids[w] if first else self.tag_ids.get("I-" + tag[2:], tag_ids[w]))
-                inputs = tokenizer.build_inputs(ids[s:e])
+                left, right = self._context(examples, tokens, index, s, e, budget) if hp.context else ([], [])
+                word_index = [-1] * len(left) + word_index + [-1] * len(right)
+                labels = [-100] * len(left) + labels + [-100] * len(right)
+                inputs = tokenizer.build_inputs(left + ids[s:e] + right)
                 feature = {
                     "input_ids": inputs.input_ids,
                     "token_type_ids": inputs.token_type_ids,
@@ -182,6 +201,32 @@ class TokenTaggingHead(Head):
                     feature["labels"] = inputs.spread(-100, labels)
                 features.append(feature)
         return features
+
+    def _context(
+        self, examples: list[Sentence], tokens: list[tuple[list[int], list[int]]], index: int, start: int, end: int,
+        budget: int,
+    ) -> tuple[list[int], list[int]]:  # fmt: skip
+        """Token ids before and after the window ``[start, end)`` of sentence ``index``: up to
+        ``context`` each, from the sentence and its neighbours of the same document, within the
+        room ``budget`` leaves (shared evenly when both sides have more than their half)."""
+        document, want = examples[index].document, self.hparams.context
+
+        def gather(step: int) -> list[int]:
+            ids = tokens[index][0]
+            found = list(reversed(ids[:start])) if step < 0 else list(ids[end:])
+            other = index + step
+            while len(found) < want and document is not None and 0 <= other < len(examples):
+                if examples[other].document != document:
+                    break
+                found += reversed(tokens[other][0]) if step < 0 else tokens[other][0]
+                other += step
+            return found[:want]  # nearest first
+
+        before, after = gather(-1), gather(1)
+        room = budget - (end - start)
+        left = min(len(before), max(room // 2, room - len(after)))
+        right = min(len(after), room - left)
+        return list(reversed(before[:left])), after[:right]
 
     # ----- model -----
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
