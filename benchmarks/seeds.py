@@ -12,6 +12,7 @@ Usage (needs ``pip install -e ".[bench]"``)::
 
     python benchmarks/seeds.py rte --seeds 1 2 3 4 5
     python benchmarks/seeds.py rte --seeds 1 2 3 4 5 --name random-order -- --bertkit-only --set data.group_by_length=false
+    python benchmarks/seeds.py ner --name crf --against plain --transformers-from short -- --bertkit-only --set model.head.init_args.crf=true
 
 Arguments after ``--`` go to the task's script (``--epochs``, ``--train-sentences`` …).
 """
@@ -69,15 +70,20 @@ def run_seed(task: str, seed: int, path: Path, extra: list[str]) -> dict[str, An
     return json.loads(path.read_text())
 
 
-def summarise(task: str, runs: dict[int, dict[str, Any]], baseline: dict[int, dict[str, Any]] | None) -> dict:
+def summarise(
+    task: str, runs: dict[int, dict[str, Any]], baseline: dict[int, dict[str, Any]] | None,
+    others: dict[int, dict[str, Any]] | None = None,
+) -> dict:  # fmt: skip
     seeds = sorted(runs)
     ours = [scores(task, runs[s]["bertkit"]) for s in seeds]
     summary: dict[str, Any] = {"seeds": seeds, "bertkit": {}, "transformers": {}, "paired_difference": {}}
-    # A bertkit-only ablation is paired with the baseline's transformers runs (same seeds and data:
-    # the transformers side does not depend on bertkit's settings).
-    reference = next((r for r in (runs, baseline) if r and all(r[s]["transformers"] for s in seeds)), None)
-    if reference is not None:
-        summary["transformers_from"] = "this configuration" if reference is runs else "the baseline"
+    # A bertkit-only ablation is paired with the baseline's transformers runs, or those of
+    # ``others`` (same seeds and data: the transformers side does not depend on bertkit's settings).
+    sources = {"this configuration": runs, "the baseline": baseline, "--transformers-from": others}
+    found = [(n, r) for n, r in sources.items() if r and all(r[s]["transformers"] for s in seeds)]
+    reference = found[0][1] if found else None
+    if found:
+        summary["transformers_from"] = found[0][0]
     for key in ours[0]:
         summary["bertkit"][key] = spread([o[key] for o in ours]) | {"values": [o[key] for o in ours]}
         if reference is not None:
@@ -98,6 +104,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--name", default="matched", help="this configuration's folder name")
     parser.add_argument("--against", default="matched", help="baseline configuration of an ablation")
+    parser.add_argument("--transformers-from", help="a configuration whose transformers runs to pair with (run before)")
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
 
     folder = common.ROOT / "benchmarks" / "results" / "seeds" / args.task
@@ -105,7 +112,11 @@ def main() -> None:
     baseline = None
     if "--bertkit-only" in extra:  # an ablation: paired with the baseline configuration
         baseline = {s: run_seed(args.task, s, folder / args.against / f"seed{s}.json", []) for s in args.seeds}
-    summary = {"task": args.task, "name": args.name, "script_arguments": extra} | summarise(args.task, runs, baseline)
+    others = None
+    if args.transformers_from:
+        others = {s: json.loads((folder / args.transformers_from / f"seed{s}.json").read_text()) for s in args.seeds}
+    summary = {"task": args.task, "name": args.name, "script_arguments": extra}
+    summary |= summarise(args.task, runs, baseline, others)
     common.write_result(folder / f"{args.name}.json", summary)
     print(json.dumps({k: v for k, v in summary.items() if k != "script_arguments"}, indent=2))
 
