@@ -7,7 +7,7 @@ sentences become overlapping word-aligned windows; predictions are re-joined at 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
 from bertkit_plugins.token_tagging.crf import CRF
 from bertkit_plugins.token_tagging.metric import EntityF1
-from bertkit_plugins.token_tagging.windows import make_windows, owners
+from bertkit_plugins.token_tagging.windows import Window, make_windows, owners
 from tokenizers import pre_tokenizers
 from torch import nn
 
@@ -162,7 +162,8 @@ class TokenTaggingHead(Head):
                 out_ids.append(unk), out_words.append(w)
         return out_ids, out_words
 
-    def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
+    def windows(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> Iterator[Window]:
+        """Every window of every sentence, in order, with its context (``context``)."""
         hp = self.hparams
         encodings = tokenizer.tokenize([s.words for s in examples], is_pretokenized=True)
         budget = max_length - tokenizer.num_special_tokens()
@@ -170,36 +171,39 @@ class TokenTaggingHead(Head):
             self._word_tokens(sentence, enc.input_ids, enc.word_ids, tokenizer.unk_token_id)
             for sentence, enc in zip(examples, encodings)
         ]
-        features = []
-        for index, (sentence, (ids, word_ids)) in enumerate(zip(examples, tokens)):
+        for index, (ids, word_ids) in enumerate(tokens):
             spans = make_windows(word_ids, budget, min(hp.stride, budget - 1))
             owner = owners(word_ids, spans)
-            tag_ids = [self.tag_ids[t] for t in sentence.tags] if sentence.tags is not None else None
             for k, (s, e) in enumerate(spans):
-                word_index, labels = [], []  # per token of the window; -1 / -100 at the template's specials
-                for pos in range(s, e):
-                    w = word_ids[pos]
-                    first = pos == 0 or word_ids[pos - 1] != w
-                    mine = owner[w] == k
-                    word_index.append(w if first and mine else -1)
-                    if tag_ids is None or not mine or not (first or hp.label_all_subwords):
-                        labels.append(-100)
-                    else:
-                        tag = self.tags[tag_ids[w]]
-                        labels.append(tag_ids[w] if first else self.tag_ids.get("I-" + tag[2:], tag_ids[w]))
                 left, right = self._context(examples, tokens, index, s, e, budget) if hp.context else ([], [])
-                word_index = [-1] * len(left) + word_index + [-1] * len(right)
-                labels = [-100] * len(left) + labels + [-100] * len(right)
                 inputs = tokenizer.build_inputs(left + ids[s:e] + right)
-                feature = {
-                    "input_ids": inputs.input_ids,
-                    "token_type_ids": inputs.token_type_ids,
-                    "word_index": inputs.spread(-1, word_index),
-                    "example_index": index,
-                }
-                if tag_ids is not None:
-                    feature["labels"] = inputs.spread(-100, labels)
-                features.append(feature)
+                yield Window(index, k, word_ids, s, e, owner, len(left), len(right), inputs)
+
+    def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
+        features = []
+        for window in self.windows(examples, tokenizer, max_length):
+            sentence, word_ids = examples[window.example], window.word_ids
+            tag_ids = [self.tag_ids[t] for t in sentence.tags] if sentence.tags is not None else None
+            word_index, labels = [], []  # per token of the window
+            for pos in range(window.start, window.end):
+                w = word_ids[pos]
+                first = pos == 0 or word_ids[pos - 1] != w
+                mine = window.owner[w] == window.index
+                word_index.append(w if first and mine else -1)
+                if tag_ids is None or not mine or not (first or self.hparams.label_all_subwords):
+                    labels.append(-100)
+                else:
+                    tag = self.tags[tag_ids[w]]
+                    labels.append(tag_ids[w] if first else self.tag_ids.get("I-" + tag[2:], tag_ids[w]))
+            feature = {
+                "input_ids": window.inputs.input_ids,
+                "token_type_ids": window.inputs.token_type_ids,
+                "word_index": window.spread(-1, word_index),
+                "example_index": window.example,
+            }
+            if tag_ids is not None:
+                feature["labels"] = window.spread(-100, labels)
+            features.append(feature)
         return features
 
     def _context(

@@ -7,7 +7,32 @@ is *owned* by exactly one window, the one where it has the most context on both 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from bertkit.tokenizer import Inputs
 from bertkit.windows import max_context_window
+
+
+@dataclass
+class Window:
+    """One model input of a sentence: its tokens ``[start, end)`` (of ``word_ids``), which words it
+    owns (``owner[w] == index``), the number of context tokens before and after them, and the
+    inputs built from all of them."""
+
+    example: int
+    index: int
+    word_ids: list[int]
+    start: int
+    end: int
+    owner: dict[int, int]
+    left: int
+    right: int
+    inputs: Inputs
+
+    def spread(self, pad: int, values: list[int]) -> list[int]:
+        """One value per token of ``[start, end)`` as a list over the whole input (``pad`` at the
+        context and the template's special tokens)."""
+        return self.inputs.spread(pad, [pad] * self.left + values + [pad] * self.right)
 
 
 def make_windows(word_ids: list[int], budget: int, stride: int) -> list[tuple[int, int]]:
