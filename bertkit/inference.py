@@ -124,7 +124,8 @@ class Predictor:
         Raises:
             FileNotFoundError: no ``bertkit.json`` (an export of the encoder alone, or not
                 written by ``bertkit export``) or no ONNX file for the backend.
-            ValueError: a head bertkit does not know; ImportError: onnxruntime is missing.
+            ValueError: a head bertkit does not know, or one whose trained layer an export does not
+                hold (the encoder alone); ImportError: onnxruntime is missing.
         """
         folder = Path(folder)
         config = read_json(folder / SERVING_FILE, "not a `bertkit export` folder with a task head")
@@ -132,6 +133,11 @@ class Predictor:
         max_length = int(config["max_length"])
         if backend == "torch":
             model = BertModule(head, pretrained=str(folder)).to(device)
+            if not head.hf_state_dict():
+                raise ValueError(
+                    f"{folder}: the export holds the encoder alone, not {type(head).__name__}'s trained layer; "
+                    "serve the checkpoint instead"
+                )
             weights, path = read_state_dict(folder)
             renames = model.family.hf_renames(model.family.hf_architecture(head.hf_architecture) or "")
             with torch.no_grad():

@@ -65,7 +65,7 @@ def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
     demo = infos["demo_head"]
     assert demo["distribution"] == "bertkit-demo-head" and demo["version"] == "0.3.1"
     assert demo["hooks"] == ["register_heads"] and demo["registered"] == {"heads": ["MLPTaggingHead"]}
-    assert infos["token_tagging"]["registered"] == {"heads": ["TokenTaggingHead"]}
+    assert infos["token_tagging"]["registered"] == {"heads": ["SpanHead", "TokenTaggingHead"]}
     assert infos["pretrained"]["registered"] == {"pretrained": ["all-MiniLM-L6-v2"]}
     assert infos["electra"]["registered"] == {"heads": ["ReplacedTokenDetectionHead"], "encoders": ["electra"]}
     # The broken ones are skipped with a warning that names them; the command still works.

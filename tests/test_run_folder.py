@@ -11,7 +11,7 @@ from bertkit import ExportPretrained, PredictionWriter, compose
 from bertkit.run_folder import LOG_NAME
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
-FINE_TUNING = ["ner", "mrpc", "squad"]
+FINE_TUNING = ["ner", "ner_nested", "mrpc", "squad"]
 OVERLAYS = ["pretrain_wwm", "pretrain_sop", "pretrain_continue", "pretrain_modernbert"]
 
 

@@ -14,10 +14,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytorch_lightning as pl
@@ -329,58 +330,88 @@ def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
             browser.close()
 
 
-@pytest.mark.parametrize("kind", ["qa", "sequence"])
-def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
-    """The page in headless Chromium, its /info and /predict answered by a Predictor in this
-    process (the records a server sends): the answer is marked in its context; one bar per label,
-    the predicted label first."""
+@contextmanager
+def page_answered_by(answer: Callable[[str, Any], Any]) -> Iterator[Any]:
+    """The page in headless Chromium at http://bertkit.test/, its requests answered in this
+    process: ``answer(path, request)`` gives the JSON of ``/info`` and ``/predict``."""
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no {CHROMIUM}: apt-get install chromium (.ci/run installs it)")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     from bertkit.serve import PAGE
 
-    head = QuestionAnsweringHead() if kind == "qa" else SequenceClassificationHead(labels=["neg", "pos", "mixed"])
-    predictor = Predictor.from_model(tiny(head), max_length=48)
-
-    def answer(route) -> None:
+    def route(route) -> None:
         path = route.request.url.split("bertkit.test", 1)[1]
         if path == "/":
             route.fulfill(body=PAGE.read_text(), content_type="text/html")
-        elif path == "/info":
-            route.fulfill(json={"model": predictor.info()})
         else:
-            route.fulfill(json=predictor.predict(json.loads(route.request.post_data)["inputs"]))
+            route.fulfill(json=answer(path, route.request))
 
-    context = "Peter Blackburn flew from Oslo to Paris on Tuesday ."
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
             page = browser.new_page()
             page.set_default_timeout(120_000)  # a loaded 2-core machine answers slowly
-            page.route("http://bertkit.test/**", answer)
+            page.route("http://bertkit.test/**", route)
             page.goto("http://bertkit.test/")
-            if kind == "qa":
-                page.wait_for_selector("#question", state="visible")
-                page.fill("#text", context)
-                page.click("#submit")
-                assert page.text_content("#error") == "Type a question about the context."
-                page.fill("#question", "Who flew?")
-                page.click("#submit")
-                page.wait_for_selector(".answer mark")
-                record = predictor.predict([{"question": "Who flew?", "context": context}])[0]
-                assert page.text_content(".answer mark") == context[record["start"] : record["end"]]
-                assert page.text_content(".answer") == context
-            else:
-                page.wait_for_function("document.getElementById('about').textContent.includes('Sequence')")
-                page.fill("#text", "a charming journey .")
-                page.click("#submit")
-                page.wait_for_selector(".labels .bar")
-                rows = [b.get_attribute("data-label") for b in page.query_selector_all(".labels .bar")]
-                record = predictor.predict(["a charming journey ."])[0]
-                assert sorted(rows) == ["mixed", "neg", "pos"] and rows[0] == record["label"]
-                assert page.get_attribute(".labels .bar.chosen", "data-label") == record["label"]
+            yield page
         finally:
             browser.close()
+
+
+def predictor_answers(predictor: Predictor) -> Callable[[str, Any], Any]:
+    return lambda path, request: (
+        {"model": predictor.info()} if path == "/info" else predictor.predict(json.loads(request.post_data)["inputs"])
+    )
+
+
+@pytest.mark.parametrize("kind", ["qa", "sequence"])
+def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
+    """The page with its /info and /predict answered by a Predictor in this process (the records
+    a server sends): the answer is marked in its context; one bar per label, the predicted label
+    first."""
+    head = QuestionAnsweringHead() if kind == "qa" else SequenceClassificationHead(labels=["neg", "pos", "mixed"])
+    predictor = Predictor.from_model(tiny(head), max_length=48)
+    context = "Peter Blackburn flew from Oslo to Paris on Tuesday ."
+    with page_answered_by(predictor_answers(predictor)) as page:
+        if kind == "qa":
+            page.wait_for_selector("#question", state="visible")
+            page.fill("#text", context)
+            page.click("#submit")
+            assert page.text_content("#error") == "Type a question about the context."
+            page.fill("#question", "Who flew?")
+            page.click("#submit")
+            page.wait_for_selector(".answer mark")
+            record = predictor.predict([{"question": "Who flew?", "context": context}])[0]
+            assert page.text_content(".answer mark") == context[record["start"] : record["end"]]
+            assert page.text_content(".answer") == context
+        else:
+            page.wait_for_function("document.getElementById('about').textContent.includes('Sequence')")
+            page.fill("#text", "a charming journey .")
+            page.click("#submit")
+            page.wait_for_selector(".labels .bar")
+            rows = [b.get_attribute("data-label") for b in page.query_selector_all(".labels .bar")]
+            record = predictor.predict(["a charming journey ."])[0]
+            assert sorted(rows) == ["mixed", "neg", "pos"] and rows[0] == record["label"]
+            assert page.get_attribute(".labels .bar.chosen", "data-label") == record["label"]
+
+
+def test_the_page_draws_nested_entities_inside_each_other() -> None:
+    text = "the IL-9 gene in U938 T cells"
+    spans = [("DNA", 4, 13), ("protein", 4, 8), ("cell_type", 17, 29), ("cell_line", 17, 21), ("protein", 9, 21)]
+    record = {"text": text, "entities": [{"type": t, "text": text[a:b], "start": a, "end": b} for t, a, b in spans]}
+    info = {"model": {"family": "bert", "head": "SpanHead", "backend": "torch", "max_length": 128}}
+    with page_answered_by(lambda path, request: info if path == "/info" else [record]) as page:
+        page.fill("#text", text)
+        page.click("#submit")
+        page.wait_for_selector(".entities mark")
+        outer = page.query_selector_all(".entities > mark.entity")
+        assert [m.get_attribute("data-type") for m in outer] == ["DNA", "cell_type"]
+        inner = [m.query_selector("mark.entity") for m in outer]
+        assert [(m.get_attribute("data-type"), m.evaluate("m => m.firstChild.textContent")) for m in inner] == [
+            ("protein", "IL-9"), ("cell_line", "U938")
+        ]  # fmt: skip
+        assert page.text_content(".entities .crossing") == "protein: gene in U938"  # crosses two
+        assert page.evaluate("document.querySelector('.entities').firstChild.textContent") == "the "
 
 
 CHROMIUM = "/usr/bin/chromium"

@@ -8,6 +8,7 @@ BIOES and always converted to IOB2 (B- begins every entity), the scheme the mode
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -37,6 +38,8 @@ class Sentence:
         document: the document the sentence belongs to (sentences of one document are next to
             each other in a file), or None for a sentence that stands alone; the context of
             ``TokenTaggingHead(context=K)`` comes from its neighbours of the same document.
+        spans: entities as ``(first word, end word (exclusive), type)``, possibly nested (read by
+            ``SpanHead``), or None.
     """
 
     words: list[str]
@@ -46,6 +49,7 @@ class Sentence:
     text: str = ""
     offsets: list[tuple[int, int]] = field(default_factory=list)
     document: int | None = None
+    spans: list[tuple[int, int, str]] | None = None
 
     def __post_init__(self) -> None:
         if not self.text:
@@ -156,13 +160,7 @@ def read_tagged_jsonl(
     path = Path(path)
     check("tag scheme", scheme, TagScheme)
     sentences: list[Sentence] = []
-    for where, record in json_lines(path):
-        fields = (tokens_field, tags_field) if labelled else (tokens_field,)
-        if not isinstance(record, dict) or any(not isinstance(record.get(f), list) for f in fields):
-            raise ValueError(f"{where}: expected a JSON object with list fields {', '.join(map(repr, fields))}")
-        words = [str(w) for w in record[tokens_field]]
-        if not words:
-            continue
+    for where, record, words in tokenized_records(path, tokens_field, tags_field if labelled else None):
         tags = None
         if labelled:
             tags = [str(t) for t in record[tags_field]]
@@ -175,6 +173,24 @@ def read_tagged_jsonl(
         number = int(where.rpartition(":")[2])
         sentences.append(Sentence(words, tags, where, [number] * len(words), document=0))
     return sentences
+
+
+def tokenized_records(
+    path: str | Path, tokens_field: str, other_field: str | None
+) -> Iterator[tuple[str, dict, list[str]]]:
+    """``(file:line, record, words)`` for each JSON Lines record with a list of tokens (and a list
+    in ``other_field`` when given); a record with no tokens has nothing to tag and is skipped.
+
+    Raises:
+        ValueError: a line that is not such a JSON object (names file and line).
+    """
+    fields = (tokens_field,) if other_field is None else (tokens_field, other_field)
+    for where, record in json_lines(path):
+        if not isinstance(record, dict) or any(not isinstance(record.get(f), list) for f in fields):
+            raise ValueError(f"{where}: expected a JSON object with list fields {', '.join(map(repr, fields))}")
+        words = [str(w) for w in record[tokens_field]]
+        if words:
+            yield where, record, words
 
 
 def entities(tags: list[str]) -> list[tuple[str, int, int]]:

@@ -1,0 +1,288 @@
+"""``SpanHead``: entities as spans, nested or flat: every span of up to ``max_span_width`` words
+is classified from its first and last words' states and a width embedding.
+
+The span representation is Lee et al. 2017's (endpoints and a learned width feature), as in
+SpERT (Eberts & Ulges 2020) and spaCy's span categorizer; flat output keeps the best-scoring
+spans that do not overlap (greedy non-maximum suppression, as in Li et al. 2021's span-based
+NER), nested output keeps every span classified as an entity.
+
+Data: CoNLL column files (flat entities, read through the tags) or JSON Lines with spans::
+
+    {"tokens": ["IL-2", "gene", "expression"], "entities": [{"start": 0, "end": 2, "type": "DNA"},
+                                                            {"start": 0, "end": 1, "type": "protein"}]}
+
+``start`` and ``end`` are word indices, ``end`` exclusive (the layout of GENIA and ACE
+conversions such as Shibuya & Hovy 2020's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, tokenized_records
+from bertkit_plugins.token_tagging.head import TokenTaggingHead
+from bertkit_plugins.token_tagging.span_metric import SpanF1, keep_best
+from torch import nn
+
+from bertkit.config import BertConfig
+from bertkit.heads import Batch, Feature, by_example
+from bertkit.model import EncoderOutput
+from bertkit.tokenizer import BertTokenizer
+
+SAMPLE_NESTED = {
+    split: Path(__file__).parent / "sample" / "nested" / f"{split}.jsonl" for split in ("train", "validation", "test")
+}
+
+
+def read_span_jsonl(path: str | Path, tokens_field: str, entities_field: str, labelled: bool) -> list[Sentence]:
+    """JSON Lines of ``{"tokens": [...], "entities": [{"start", "end", "type"}, ...]}`` (the file is
+    one document).
+
+    Raises:
+        ValueError: a record that is not such an object, a span outside its sentence or empty,
+            or a type that is not a string (names file and line).
+    """
+    sentences = []
+    for where, record, words in tokenized_records(path, tokens_field, entities_field if labelled else None):
+        spans = None
+        if labelled:
+            spans = []
+            for i, span in enumerate(record[entities_field]):
+                start, end, kind = (
+                    (span.get(k) for k in ("start", "end", "type")) if isinstance(span, dict) else [None] * 3
+                )
+                if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(words)):
+                    raise ValueError(
+                        f"{where}: {entities_field}[{i}]: expected {{start, end, type}} with 0 <= start < end <= "
+                        f"{len(words)} (word indices, end exclusive), got {span!r}"
+                    )
+                if not isinstance(kind, str):
+                    raise ValueError(f"{where}: {entities_field}[{i}]: expected a string type, got {kind!r}")  # noqa: TRY004 (bad data)
+                spans.append((start, end, kind))
+        number = int(where.rpartition(":")[2])
+        sentences.append(Sentence(words, None, where, [number] * len(words), document=0, spans=spans))
+    return sentences
+
+
+class SpanHead(TokenTaggingHead):
+    """Span classification for nested or flat entities.
+
+    Args:
+        entity_types: entity types; a span of another type in any file is an error naming it.
+        max_span_width: the longest span classified, in words; a gold entity longer than this
+            is never predicted (it counts as missed: the metric sees every gold span).
+        nested: keep every span classified as an entity (nested and overlapping output); False:
+            keep the best-scoring spans that do not overlap (flat output).
+        width_embedding_size: size of the learned span-width embedding.
+        tag_scheme, tag_column: how CoNLL files are read (as ``TokenTaggingHead``).
+        tokens_field: the token list's field in JSON Lines files.
+        entities_field: the span list's field in JSON Lines files.
+        stride: tokens of overlap between windows of a sentence longer than ``max_length``; a
+            span is classified in the window that owns its first word, when its last word is in
+            that window too.
+        classifier_dropout: dropout before the span classifier.
+        context: document context, as ``TokenTaggingHead``'s.
+    """
+
+    pad_values: ClassVar[Mapping[str, int]] = {"word_present": -1, "span_labels": -100, "gold_spans": -1}
+    hf_architecture = "BertModel"  # no transformers class classifies spans: an export is the encoder alone
+    onnx_outputs = ()
+
+    def __init__(
+        self,
+        entity_types: list[str],
+        max_span_width: int = 8,
+        nested: bool = False,
+        width_embedding_size: int = 32,
+        tag_scheme: TagScheme = "IOB1",
+        tag_column: int = -1,
+        tokens_field: str = "tokens",
+        entities_field: str = "entities",
+        stride: int = 32,
+        classifier_dropout: float = 0.1,
+        context: int = 0,
+    ) -> None:
+        if max_span_width < 1 or width_embedding_size < 1:
+            raise ValueError(
+                f"model.head: max_span_width={max_span_width} and width_embedding_size={width_embedding_size}: "
+                "expected positive numbers"
+            )
+        super().__init__(
+            entity_types, tag_scheme=tag_scheme, tag_column=tag_column, tokens_field=tokens_field, stride=stride,
+            classifier_dropout=classifier_dropout, context=context,
+        )  # fmt: skip
+        self.save_hyperparameters(ignore=["tags_field", "label_all_subwords", "crf", "crf_learning_rate"])  # fmt: skip
+        self.types = list(entity_types)
+        self.type_ids = {t: i + 1 for i, t in enumerate(self.types)}  # 0: not an entity
+        self.metrics = nn.ModuleDict({stage: SpanF1(self.types, nested) for stage in ("val", "test")})
+
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        return {}
+
+    def hf_config(self) -> dict[str, Any]:
+        return {}
+
+    def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
+        return []
+
+    def build(self, config: BertConfig) -> None:
+        hp = self.hparams
+        self.dropout = nn.Dropout(hp.classifier_dropout)
+        self.width_embedding = nn.Embedding(hp.max_span_width, hp.width_embedding_size)
+        self.classifier = nn.Linear(2 * config.hidden_size + hp.width_embedding_size, len(self.types) + 1)
+        for layer in (self.width_embedding, self.classifier):
+            nn.init.normal_(layer.weight, std=config.initializer_range)
+        nn.init.zeros_(self.classifier.bias)
+
+    # ----- data -----
+    def read(self, path: Path, labelled: bool = True) -> list[Sentence]:
+        """A CoNLL column file (flat entities from its tags), or JSON Lines of spans (``.jsonl``)."""
+        hp = self.hparams
+        if Path(path).suffix.lower() != ".jsonl":
+            sentences = super().read(path, labelled)
+            for s in sentences:
+                s.spans = [(a, b, kind) for kind, a, b in entities(s.tags)] if s.tags is not None else None
+            return sentences
+        sentences = read_span_jsonl(path, hp.tokens_field, hp.entities_field, labelled)
+        for s in sentences:
+            bad = next((k for _, _, k in s.spans or [] if k not in self.type_ids), None)
+            if bad is not None:
+                raise ValueError(
+                    f"{s.source}: entity type {bad!r} not in model.head.entity_types {self.types}; add it to the recipe"
+                )
+        return sentences
+
+    def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
+        width = self.hparams.max_span_width
+        features = []
+        for window in self.windows(examples, tokenizer, max_length):
+            sentence, word_ids = examples[window.example], window.word_ids
+            firsts = [p == 0 or word_ids[p - 1] != word_ids[p] for p in range(window.start, window.end)]
+            words = [word_ids[p] for p, first in zip(range(window.start, window.end), firsts) if first]
+            owned = [
+                w if first and window.owner[w] == window.index else -1
+                for w, first in zip(word_ids[window.start : window.end], firsts)
+            ]
+            feature = {
+                "input_ids": window.inputs.input_ids,
+                "token_type_ids": window.inputs.token_type_ids,
+                "word_present": window.spread(
+                    -1, [w if first else -1 for w, first in zip(word_ids[window.start : window.end], firsts)]
+                ),
+                "word_index": window.spread(-1, owned),
+                "example_index": window.example,
+            }
+            if sentence.spans is not None:
+                gold = {(a, b): self.type_ids[k] for a, b, k in sentence.spans}
+                labels = []  # slot a * width + k: the span of words[a] … words[a + k]; -100: not classified here
+                for a, first in enumerate(words):
+                    mine = window.owner[first] == window.index
+                    labels += [
+                        gold.get((first, first + k + 1), 0) if mine and a + k < len(words) else -100
+                        for k in range(width)
+                    ]
+                feature["span_labels"] = labels
+                # every gold span of the sentence, with its first window, so that the metric counts those
+                # no window classifies (longer than max_span_width, or across a window's end) as missed
+                spans = sentence.spans if window.index == 0 else []
+                feature["gold_spans"] = [v for a, b, k in spans for v in (a, b, self.type_ids[k])]
+            features.append(feature)
+        return features
+
+    # ----- model -----
+    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        states = encoded.map_tokens(lambda h: h)  # (B, T, H)
+        positions, starts = self._present(batch["word_present"])  # (B, W)
+        size, count, width = positions.shape[0], positions.shape[1], self.hparams.max_span_width
+        owned = (batch["word_index"].gather(1, positions.clamp(min=0)) >= 0) & (positions >= 0)  # (B, W)
+        last = torch.arange(count, device=positions.device).unsqueeze(1) + torch.arange(width, device=positions.device)
+        inside = (last < count) & (positions[:, last.clamp(max=count - 1)] >= 0)  # (B, W, K): last word in the row
+        words = states.gather(1, positions.clamp(min=0).unsqueeze(2).expand(-1, -1, states.shape[2]))  # (B, W, H)
+        spans = torch.cat(
+            [
+                words.unsqueeze(2).expand(-1, -1, width, -1),
+                words[:, last.clamp(max=count - 1)],
+                self.width_embedding.weight.expand(size, count, -1, -1),
+            ],
+            dim=-1,
+        )  # (B, W, K, 2H + E): first word, last word, width
+        logits = self.classifier(self.dropout(spans))  # (B, W, K, 1 + types); 0: not an entity
+        out = {"logits": logits, "span_start": starts, "span_valid": owned.unsqueeze(2) & inside}
+        if "span_labels" in batch:
+            labels = batch["span_labels"].view(size, count, width)
+            out["loss"] = F.cross_entropy(logits.flatten(0, 2).float(), labels.flatten(), ignore_index=-100)
+        return out
+
+    @staticmethod
+    def _present(word_present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token positions of the words in each row, in order: (B, W), -1 past a row's words; and
+        their word indices (B, W), -1 there too."""
+        first = word_present >= 0
+        width = max(1, int(first.sum(1).max()))
+        order = torch.sort((~first).to(torch.int8), dim=1, stable=True).indices[:, :width]
+        positions = torch.where(first.gather(1, order), order, -1)
+        return positions, torch.where(positions >= 0, word_present.gather(1, order), -1)
+
+    def _spans(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The spans classified as entities: (N, 5) long rows ``(row, first word, end word
+        (exclusive), type id, 0)`` and their probabilities (N,)."""
+        probs = outputs["logits"].float().softmax(-1)
+        score, label = probs[..., 1:].max(-1)  # (B, W, K)
+        chosen = outputs["span_valid"] & (score > probs[..., 0])
+        rows, a, k = chosen.nonzero(as_tuple=True)
+        first = outputs["span_start"][rows, a]
+        return torch.stack([rows, first, first + k + 1, label[rows, a, k] + 1], 1), score[rows, a, k]
+
+    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
+        spans, scores = self._spans(outputs)
+        examples = batch["example_index"]
+        gold = batch["gold_spans"].reshape(len(examples), batch["gold_spans"].shape[1] // 3, 3)
+        rows, slots = (gold[..., 0] >= 0).nonzero(as_tuple=True)
+        self.metrics[stage].update(
+            torch.cat([examples[spans[:, 0]].unsqueeze(1), spans[:, 1:]], 1), scores,
+            torch.cat([examples[rows].unsqueeze(1), gold[rows, slots]], 1),
+        )  # fmt: skip
+
+    # ----- predictions -----
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        spans, scores = self._spans(outputs)
+        rows: list[dict[str, Any]] = [{"example_index": int(e), "spans": []} for e in batch["example_index"]]
+        for (row, first, end, label), score in zip(spans.tolist(), scores.tolist()):
+            rows[row]["spans"].append((first, end, self.types[label - 1], score))
+        return rows
+
+    def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        records = []
+        for sentence, windows in zip(examples, by_example(predictions, len(examples), self)):
+            spans = sorted((s for w in windows for s in w["spans"]), key=lambda s: (s[0], s[1]))
+            if not self.hparams.nested:
+                spans = sorted(keep_best(spans), key=lambda s: (s[0], s[1]))
+            found = []
+            for first, end, kind, score in spans:
+                start, stop = sentence.offsets[first][0], sentence.offsets[end - 1][1]
+                found.append(
+                    {
+                        "type": kind,
+                        "text": sentence.text[start:stop],
+                        "start": start,
+                        "end": stop,
+                        "words": [first, end],
+                        "score": round(score, 6),
+                    }
+                )
+            record = {"source": sentence.source, "text": sentence.text, "words": sentence.words, "entities": found}
+            if not self.hparams.nested:  # flat: the same spans as IOB2 tags
+                tags = ["O"] * len(sentence.words)
+                for first, end, kind, _ in spans:
+                    tags[first:end] = [f"B-{kind}"] + [f"I-{kind}"] * (end - first - 1)
+                record["tags"] = tags
+            records.append(record)
+        return records
+
+    def sample_files(self) -> dict[str, Path]:
+        """The nested-entity sample (``sample/nested``: protein, DNA, cell_type, cell_line)."""
+        return dict(SAMPLE_NESTED)
