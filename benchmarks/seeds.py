@@ -116,7 +116,17 @@ def main() -> None:
     if args.transformers_from:
         others = {s: json.loads((folder / args.transformers_from / f"seed{s}.json").read_text()) for s in args.seeds}
     summary = {"task": args.task, "name": args.name, "script_arguments": extra}
+    if baseline is not None:
+        summary["seeds_arguments"] = ["--against", args.against]
+    if others is not None:
+        summary.setdefault("seeds_arguments", []).extend(["--transformers-from", args.transformers_from])
     summary |= summarise(args.task, runs, baseline, others)
+    named = {"the baseline": f"the baseline ({args.against})", "--transformers-from": str(args.transformers_from)}
+    if summary.get("transformers_from") in named:
+        summary["transformers_from"] = named[summary["transformers_from"]]
+    speeds = [runs[s]["bertkit"].get("tokens_per_second") for s in sorted(runs)]
+    if all(isinstance(v, (int, float)) for v in speeds):  # training throughput, real tokens/s
+        summary["bertkit_tokens_per_second"] = spread(speeds)
     common.write_result(folder / f"{args.name}.json", summary)
     print(json.dumps({k: v for k, v in summary.items() if k != "script_arguments"}, indent=2))
 

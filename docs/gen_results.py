@@ -59,11 +59,13 @@ def seed_table(path: Path) -> list[str]:
     data = json.loads(path.read_text())
     task, name = data["task"], data["name"]
     args = " ".join(data.get("script_arguments", []))
+    command = " ".join(
+        ["python benchmarks/seeds.py", task, "--name", name, *data.get("seeds_arguments", []), "--", args]
+    )
     lines = [
         f"### {task}: {name}",
         "",
-        f"`python benchmarks/seeds.py {task} --name {name} -- {args}` · seeds {data.get('seeds')} · "
-        f"recorded {recorded(path, data)}",
+        f"`{command}` · seeds {data.get('seeds')} · recorded {recorded(path, data)}",
         "",
         "| metric | bertkit | transformers | bertkit − transformers | effect vs its baseline |",
         "|---|---|---|---|---|",
@@ -81,6 +83,9 @@ def seed_table(path: Path) -> list[str]:
         lines.append("| " + " | ".join(row) + " |")
     if data.get("transformers_from"):
         lines += ["", f"transformers' runs: {data['transformers_from']}."]
+    speed = data.get("bertkit_tokens_per_second")
+    if speed:
+        lines += ["", f"bertkit's training throughput: {speed['mean']:,.0f} ± {speed['sd']:,.0f} real tokens/s."]
     return [*lines, ""]
 
 
