@@ -18,7 +18,7 @@ from bertkit.checkpoints import load_checkpoint
 from bertkit.choices import Backend
 from bertkit.data import pad_batch
 from bertkit.embed import embed_texts
-from bertkit.encoders import family_of
+from bertkit.encoders import EncoderFamily, family_of
 from bertkit.export import INPUTS as ONNX_INPUTS
 from bertkit.heads import Batch, Head, head_from_spec
 from bertkit.io import atomic_path, read_json
@@ -118,8 +118,8 @@ class Predictor:
     ) -> Predictor:
         """Load a ``bertkit export`` folder: its head from ``bertkit.json`` (registered or
         already-imported heads only), and either its weights into a ``BertModule`` (``torch``)
-        or its ONNX graph into onnxruntime (``onnx``, ``onnx-int8``; no torch weights are
-        loaded, and ``embed`` is not available).
+        or its ONNX graph into onnxruntime (``onnx``, ``onnx-int8``; of the torch weights only the
+        head's own are loaded, to decode the graph's logits, and ``embed`` is not available).
 
         Raises:
             FileNotFoundError: no ``bertkit.json`` (an export of the encoder alone, or not
@@ -131,23 +131,14 @@ class Predictor:
         config = read_json(folder / SERVING_FILE, "not a `bertkit export` folder with a task head")
         head = head_from_spec(config["head"], f"{folder / SERVING_FILE}: head")
         max_length = int(config["max_length"])
-        if backend == "torch":
-            model = BertModule(head, pretrained=str(folder)).to(device)
-            if not head.hf_state_dict():
-                raise ValueError(
-                    f"{folder}: the export holds the encoder alone, not {type(head).__name__}'s trained layer; "
-                    "serve the checkpoint instead"
-                )
-            weights, path = read_state_dict(folder)
-            renames = model.family.hf_renames(model.family.hf_architecture(head.hf_architecture) or "")
-            with torch.no_grad():
-                for key, tensor in head.hf_state_dict().items():
-                    stored = weights.get(renamed(key, renames))
-                    if stored is None:
-                        raise ValueError(f"{path}: no {renamed(key, renames)!r}, a weight of the trained head")
-                    tensor.copy_(stored)
-            return cls.from_model(model, max_length, max_tokens)
         family = family_of(folder)
+        if backend == "torch":
+            model = BertModule(head, pretrained=str(folder)).to(device)  # builds the head
+        else:  # the head decodes the graph's logits (a CRF reads its transition scores)
+            head.build(family.config_class.from_pretrained(folder))
+        _read_head_weights(head, folder, family)
+        if backend == "torch":
+            return cls.from_model(model, max_length, max_tokens)
         hidden_size = read_json(folder / "config.json", "no config.json")["hidden_size"]
         return cls(
             head, family.tokenizer_class.from_pretrained(folder), OnnxLogits(folder / ONNX_FILES[backend], head, device),
@@ -252,6 +243,28 @@ def _renamed(example: Any, path: str) -> Any:
     fields = {f.name: getattr(example, f.name) for f in dataclasses.fields(example)}
     changed = {k: v.replace(path, "inputs") for k, v in fields.items() if isinstance(v, str) and path in v}
     return dataclasses.replace(example, **changed) if changed else example
+
+
+def _read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> None:
+    """The trained tensors of a built ``head`` (``Head.hf_state_dict``) from an export's weights.
+
+    Raises:
+        ValueError: the export holds the encoder alone, or lacks one of the head's tensors.
+    """
+    own = head.hf_state_dict()
+    if not own:
+        raise ValueError(
+            f"{folder}: the export holds the encoder alone, not {type(head).__name__}'s trained layer; "
+            "serve the checkpoint instead"
+        )
+    weights, path = read_state_dict(folder)
+    renames = family.hf_renames(family.hf_architecture(head.hf_architecture) or "")
+    with torch.no_grad():
+        for key, tensor in own.items():
+            stored = weights.get(renamed(key, renames))
+            if stored is None:
+                raise ValueError(f"{path}: no {renamed(key, renames)!r}, a weight of the trained head")
+            tensor.copy_(stored)
 
 
 class OnnxLogits:

@@ -24,10 +24,11 @@ log = logging.getLogger(__name__)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers older transformers versions saved; derived, never learned.
 _DERIVED = ("embeddings.position_ids",)
-# Key prefixes of the task layers of transformers' BertFor*, ElectraFor*, RobertaFor* and ModernBertFor* classes.
+# Key prefixes of the task layers of transformers' BertFor*, ElectraFor*, RobertaFor* and ModernBertFor* classes,
+# and of the CRF a token tagger exports beside its classifier.
 TASK_LAYERS = (
     "cls.", "classifier.", "qa_outputs.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.",
-    "lm_head.", "decoder.",
+    "lm_head.", "decoder.", "crf.",
 )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ import pytorch_lightning as pl
 import torch
 from bertkit_plugins.question_answering import QuestionAnsweringHead
 from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging import SpanHead, TokenTaggingHead
 
 from bertkit import BertDataModule
 from bertkit.callbacks import prediction_records
@@ -93,12 +93,14 @@ def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
     assert api.encode_response(outputs[2]).status_code == 422
 
 
-@pytest.mark.parametrize("kind", ["token", "sequence", "qa"])
+@pytest.mark.parametrize("kind", ["token", "token_crf", "sequence", "qa"])
 def test_an_export_folder_predicts_as_its_model_on_torch_and_onnx(kind: str, tmp_path: Path) -> None:
     """``bertkit.json`` + the transformers files + ``model.onnx`` give back the model's records:
-    the head's weights are read back from the export (its random weights would disagree)."""
+    the head's weights are read back from the export (its random weights would disagree), on
+    ONNX too where the head decodes the graph's logits (a CRF's transition scores)."""
     head = {
         "token": TokenTaggingHead(entity_types=["PER", "LOC"], stride=8),
+        "token_crf": TokenTaggingHead(entity_types=["PER", "LOC"], stride=8, crf=True),
         "sequence": SequenceClassificationHead(labels=["neg", "pos"]),
         "qa": QuestionAnsweringHead(),
     }[kind]
@@ -117,7 +119,7 @@ def test_an_export_folder_predicts_as_its_model_on_torch_and_onnx(kind: str, tmp
         assert predictor.info() | {"backend": "torch"} == Predictor.from_model(model, 32).info()
         got = predictor.predict(inputs)
         for mine, theirs in zip(got, want, strict=True):
-            if kind == "token":
+            if kind.startswith("token"):
                 assert mine["tags"] == theirs["tags"]
             elif kind == "sequence":
                 assert mine["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
@@ -136,6 +138,11 @@ def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Pat
         Predictor.load(tmp_path, backend="onnx-int8")
     with pytest.raises(ValueError, match=r"the onnx backend runs an export's ONNX graph"):
         Predictor.load(tmp_path / "model.ckpt", backend="onnx")
+    spans = tiny(SpanHead(entity_types=["PER"]))
+    spans.save_pretrained(tmp_path / "spans")
+    save_serving_config(spans, tmp_path / "spans", 32)
+    with pytest.raises(ValueError, match=r"spans: the export holds the encoder alone, not SpanHead's trained layer"):
+        Predictor.load(tmp_path / "spans")
     with pytest.raises(ValueError, match=r"embeddings need the torch backend"):
         export_onnx(model, tmp_path / "model.onnx")
         Predictor.load(tmp_path, backend="onnx").embed(["Oslo ."])
