@@ -183,7 +183,9 @@ class Objective(pl.Callback):
 
 class Pruning(pl.Callback):
     """Reports the monitored score to the trial at every validation and stops training (the
-    trial's user attribute ``pruned_at`` says at which validation) when the pruner says so."""
+    trial's user attribute ``pruned_at`` says at which validation) when the pruner says so; never
+    at the last validation, after all the training, where stopping saves nothing and the trial's
+    score would be lost."""
 
     def __init__(self, trial: optuna.Trial, monitor: str) -> None:
         self.trial, self.monitor, self.validations = trial, monitor, 0
@@ -194,7 +196,8 @@ class Pruning(pl.Callback):
             return
         self.validations += 1
         self.trial.report(float(value), step=self.validations)
-        if self.trial.should_prune():
+        final = trainer.global_step >= trainer.estimated_stepping_batches  # pruning would save nothing: it counts
+        if not final and self.trial.should_prune():
             self.trial.set_user_attr("pruned_at", f"validation {self.validations}, {self.monitor}={float(value):.4f}")
             trainer.should_stop = True
 

@@ -66,9 +66,16 @@ def test_pruning_stops_training_and_says_where() -> None:
         should_prune=lambda: True,
         set_user_attr=lambda key, value: said.update({key: value}),
     )
-    trainer = SimpleNamespace(callback_metrics={"val/f1": 0.25}, sanity_checking=False, should_stop=False)
-    Pruning(trial, "val/f1").on_validation_end(trainer, None)
+    trainer = SimpleNamespace(
+        callback_metrics={"val/f1": 0.25}, sanity_checking=False, should_stop=False, global_step=40,
+        estimated_stepping_batches=160,
+    )  # fmt: skip
+    pruning = Pruning(trial, "val/f1")
+    pruning.on_validation_end(trainer, None)
     assert trainer.should_stop and said["step"] == 1 and said["pruned_at"] == "validation 1, val/f1=0.2500"
+    last = SimpleNamespace(**{**vars(trainer), "should_stop": False, "global_step": 160})
+    pruning.on_validation_end(last, None)  # the last validation: reported, never pruned
+    assert said["step"] == 2 and not last.should_stop
 
 
 def tiny_recipe(folder: Path) -> dict:
