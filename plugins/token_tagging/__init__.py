@@ -1,4 +1,4 @@
-"""Built-in plugin: token tagging (named-entity recognition) on CoNLL column files."""
+"""Built-in plugin: named-entity recognition: token tagging (with an optional CRF) and nested entities as spans.
 
 from collections.abc import Callable
 
