@@ -1,4 +1,5 @@
-"""Built-in plugin: named-entity recognition: token tagging (with an optional CRF) and nested entities as spans.
+"""Built-in plugin: named-entity recognition, as token tagging (with an optional CRF) or as
+spans (nested entities)."""
 
 from collections.abc import Callable
 
