@@ -103,14 +103,16 @@ def main() -> None:
     parser.add_argument("task", choices=sorted(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--name", default="matched", help="this configuration's folder name")
-    parser.add_argument("--against", default="matched", help="baseline configuration of an ablation")
+    parser.add_argument(
+        "--against", default="matched", help="baseline configuration of an ablation (none: a bertkit-only run alone)"
+    )
     parser.add_argument("--transformers-from", help="a configuration whose transformers runs to pair with (run before)")
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
 
     folder = common.ROOT / "benchmarks" / "results" / "seeds" / args.task
     runs = {s: run_seed(args.task, s, folder / args.name / f"seed{s}.json", extra) for s in args.seeds}
     baseline = None
-    if "--bertkit-only" in extra:  # an ablation: paired with the baseline configuration
+    if "--bertkit-only" in extra and args.against != "none":  # an ablation: paired with the baseline configuration
         baseline = {s: run_seed(args.task, s, folder / args.against / f"seed{s}.json", []) for s in args.seeds}
     others = None
     if args.transformers_from:
