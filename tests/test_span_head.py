@@ -45,7 +45,7 @@ def test_a_bad_span_record_is_named_with_file_and_line(tmp_path, record, message
         SpanHead(TYPES).read(path)
 
 
-def test_every_span_is_labelled_once_across_windows(tmp_path):
+def test_every_span_is_labelled_once_across_windows(tmp_path, caplog):
     tokenizer = load_tokenizer("all-MiniLM-L6-v2")
     long = {"tokens": NESTED["tokens"] * 6, "entities": [
         {**e, "start": e["start"] + 7 * i, "end": e["end"] + 7 * i} for i in range(6) for e in NESTED["entities"]
@@ -55,6 +55,8 @@ def test_every_span_is_labelled_once_across_windows(tmp_path):
     [sentence] = head.read(write(tmp_path / "x.jsonl", long))
     features = head.featurize([sentence], tokenizer, max_length=24)
     assert len(features) > 2
+    warned = [r.getMessage() for r in caplog.records if "no window can classify" in r.getMessage()]
+    assert len(warned) == 1 and "max_span_width=4" in warned[0] and "x.jsonl:1" in warned[0]
     labelled: dict[tuple[int, int], int] = {}
     for f in features:
         words = [w for w in f["word_present"] if w >= 0]

@@ -30,6 +30,16 @@ SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_FILES = {split: SAMPLE_DIR / f"{split}.conll" for split in ("train", "validation", "test")}
 
 
+def packed_positions(marked: torch.Tensor) -> torch.Tensor:
+    """The token positions where ``marked`` ((B, T), e.g. ``word_index``) is >= 0, moved to the
+    front of each row in order: (B, W) with W the most in any row (at least 1), -1 past a row's
+    positions."""
+    chosen = marked >= 0
+    width = max(1, int(chosen.sum(1).max()))
+    order = torch.sort((~chosen).to(torch.int8), dim=1, stable=True).indices[:, :width]  # chosen ones first
+    return torch.where(chosen.gather(1, order), order, -1)
+
+
 class TokenTaggingHead(Head):
     """Token tagging (NER) head.
 
@@ -253,10 +263,8 @@ class TokenTaggingHead(Head):
             words), and (B,) whether a row's first word is not its sentence's first (a window
             that starts inside the sentence, where an entity may go on).
         """
-        first = word_index >= 0  # (B, T)
-        width = max(1, int(first.sum(1).max()))
-        order = torch.sort((~first).to(torch.int8), dim=1, stable=True).indices[:, :width]  # first sub-words first
-        words = torch.where(first.gather(1, order), order, -1)
+        words = packed_positions(word_index)
+        order = words.clamp(min=0)
         emissions = logits.float().gather(1, order.unsqueeze(2).expand(-1, -1, logits.shape[2]))
         free_start = word_index.gather(1, order[:, :1]).squeeze(1) > 0
         return emissions, words, free_start

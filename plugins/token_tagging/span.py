@@ -17,6 +17,7 @@ conversions such as Shibuya & Hovy 2020's).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -24,7 +25,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, tokenized_records
-from bertkit_plugins.token_tagging.head import TokenTaggingHead
+from bertkit_plugins.token_tagging.head import TokenTaggingHead, packed_positions
 from bertkit_plugins.token_tagging.span_metric import SpanF1, keep_best
 from torch import nn
 
@@ -32,6 +33,8 @@ from bertkit.config import BertConfig
 from bertkit.heads import Batch, Feature, by_example
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
+
+log = logging.getLogger(__name__)
 
 SAMPLE_NESTED = {
     split: Path(__file__).parent / "sample" / "nested" / f"{split}.jsonl" for split in ("train", "validation", "test")
@@ -159,6 +162,7 @@ class SpanHead(TokenTaggingHead):
     def featurize(self, examples: list[Sentence], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
         width = self.hparams.max_span_width
         features = []
+        classified: set[tuple[int, int, int]] = set()  # (example, first, end) of gold spans some window labels
         for window in self.windows(examples, tokenizer, max_length):
             sentence, word_ids = examples[window.example], window.word_ids
             firsts = [p == 0 or word_ids[p - 1] != word_ids[p] for p in range(window.start, window.end)]
@@ -185,18 +189,32 @@ class SpanHead(TokenTaggingHead):
                         gold.get((first, first + k + 1), 0) if mine and a + k < len(words) else -100
                         for k in range(width)
                     ]
+                    if mine:
+                        classified |= {
+                            (window.example, first, first + k + 1) for k in range(min(width, len(words) - a))
+                        }
                 feature["span_labels"] = labels
                 # every gold span of the sentence, with its first window, so that the metric counts those
                 # no window classifies (longer than max_span_width, or across a window's end) as missed
                 spans = sentence.spans if window.index == 0 else []
                 feature["gold_spans"] = [v for a, b, k in spans for v in (a, b, self.type_ids[k])]
             features.append(feature)
+        gold = [(i, a, b) for i, s in enumerate(examples) for a, b, _ in s.spans or []]
+        missed = [span for span in gold if span not in classified]
+        if missed:
+            i, a, b = missed[0]
+            log.warning(
+                "%d of %d gold entities no window can classify (longer than max_span_width=%d words, or across a "
+                "window's end): they count as missed; the first: %s, words %d-%d",
+                len(missed), len(gold), width, examples[i].source, a, b,
+            )  # fmt: skip
         return features
 
     # ----- model -----
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
         states = encoded.map_tokens(lambda h: h)  # (B, T, H)
-        positions, starts = self._present(batch["word_present"])  # (B, W)
+        positions = packed_positions(batch["word_present"])  # (B, W): each word's first sub-word
+        starts = torch.where(positions >= 0, batch["word_present"].gather(1, positions.clamp(min=0)), -1)  # its index
         size, count, width = positions.shape[0], positions.shape[1], self.hparams.max_span_width
         owned = (batch["word_index"].gather(1, positions.clamp(min=0)) >= 0) & (positions >= 0)  # (B, W)
         last = torch.arange(count, device=positions.device).unsqueeze(1) + torch.arange(width, device=positions.device)
@@ -216,16 +234,6 @@ class SpanHead(TokenTaggingHead):
             labels = batch["span_labels"].view(size, count, width)
             out["loss"] = F.cross_entropy(logits.flatten(0, 2).float(), labels.flatten(), ignore_index=-100)
         return out
-
-    @staticmethod
-    def _present(word_present: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token positions of the words in each row, in order: (B, W), -1 past a row's words; and
-        their word indices (B, W), -1 there too."""
-        first = word_present >= 0
-        width = max(1, int(first.sum(1).max()))
-        order = torch.sort((~first).to(torch.int8), dim=1, stable=True).indices[:, :width]
-        positions = torch.where(first.gather(1, order), order, -1)
-        return positions, torch.where(positions >= 0, word_present.gather(1, order), -1)
 
     def _spans(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The spans classified as entities: (N, 5) long rows ``(row, first word, end word
