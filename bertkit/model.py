@@ -6,7 +6,7 @@ and export without renaming. Two equivalent paths, the same parameters:
 
 - **unpadded** (default): padding is dropped once after the input ids are read; every block
   runs on the N real tokens as one (N, H) tensor and attention is told the sequence boundaries
-  (``bertkit.unpad``: FlashAttention varlen on CUDA, an exact padded fallback elsewhere);
+  (``bertkit.unpad``: FlashAttention varlen on CUDA, exact per-sequence attention elsewhere);
 - **padded**: every block runs on (B, T, H) and ``F.scaled_dot_product_attention`` masks the
   padding keys.
 
@@ -147,7 +147,7 @@ class BertSelfAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         if layout is not None:  # packed: (N, H) -> (N, A, D)
             q, k, v = (t.reshape(t.shape[0], A, D) for t in (q, k, v))
-            return packed_attention(q, k, v, layout, key_mask, dropout_p, cls_only).reshape(q.shape[0], H)
+            return packed_attention(q, k, v, layout, dropout_p, cls_only).reshape(q.shape[0], H)
         B = x.shape[0]
         q, k, v = (t.reshape(B, t.shape[1], A, D).transpose(1, 2) for t in (q, k, v))  # (B, A, T', D)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)  # (B, A, T', D)

@@ -5,16 +5,25 @@ A padded batch (B, T) of which only N tokens are real is run through the encoder
 design of MosaicBERT, Portes et al. 2023, and ModernBERT, Warner et al. 2024). Attention then
 needs the sequence boundaries, given FlashAttention-style as cumulative lengths ``cu_seqlens``.
 
-On CUDA with fp16/bf16 inputs and no attention dropout, attention is
-``torch.nn.attention.varlen.varlen_attn`` (FlashAttention over the packed tokens, torch >= 2.9).
-Everywhere else (the CPU, fp32, attention dropout in training, an older torch) it is an exact
-fallback: re-pad queries, keys and values to (B, A, T, D), run ``scaled_dot_product_attention``
-with the key-padding mask, and keep the real rows: the same arithmetic as the padded encoder.
+Attention never runs on padding either; ``route`` picks one of three exact implementations:
+
+- ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention over the packed tokens,
+  torch >= 2.9) on CUDA with fp16/bf16 inputs and no attention dropout;
+- ``jagged``: on CUDA otherwise (attention dropout in training, fp32), ``scaled_dot_product_attention``
+  over nested jagged tensors (``torch.nested.nested_tensor_from_jagged`` on the packed rows, no
+  copy), which torch dispatches to FlashAttention's or memory-efficient attention's varlen kernels,
+  both with dropout;
+- ``per_sequence``: elsewhere (the CPU; a sliding window with dropout on CUDA) one
+  ``scaled_dot_product_attention`` per run of consecutive sequences of equal length, on views of
+  the packed rows: Σ t² attention work instead of B · max(t)², no padding copied. Chosen by
+  measurement on the CPU over re-padding to the longest sequence, over groups of similar lengths
+  and over nested tensors (``benchmarks/attention_routes.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +47,7 @@ class Unpadded:
         max_seqlen: longest real length in the batch.
         batch_size: B.
         seq_len: T.
+        offsets: ``cu_seqlens`` as Python ints (read once per batch, for the per-sequence route).
     """
 
     indices: torch.Tensor
@@ -45,29 +55,32 @@ class Unpadded:
     max_seqlen: int
     batch_size: int
     seq_len: int
+    offsets: tuple[int, ...]
 
     @classmethod
     def from_mask(cls, attention_mask: torch.Tensor) -> Unpadded:
-        """Layout of a (B, T) mask, 1/True at real tokens (two device-to-host syncs: the shortest
-        and longest lengths, and ``nonzero`` for N).
+        """Layout of a (B, T) mask, 1/True at real tokens (two device-to-host syncs: the lengths,
+        and ``nonzero`` for N).
 
         Raises:
             ValueError: a sequence has no real token (an empty row cannot be attended over).
         """
         mask = attention_mask.bool()
         lengths = mask.sum(1, dtype=torch.int32)  # (B,)
-        stats = torch.stack([lengths.min(), lengths.max()]).tolist()
-        if stats[0] == 0:
-            raise ValueError("attention_mask has a row with no real token")
         cu = F.pad(torch.cumsum(lengths, 0, dtype=torch.int32), (1, 0))  # (B + 1,)
+        offsets = tuple(cu.tolist())
+        sizes = [b - a for a, b in pairwise(offsets)]
+        if min(sizes) == 0:
+            raise ValueError("attention_mask has a row with no real token")
         indices = mask.flatten().nonzero().squeeze(1)  # (N,)
-        return cls(indices, cu, int(stats[1]), mask.shape[0], mask.shape[1])
+        return cls(indices, cu, max(sizes), mask.shape[0], mask.shape[1], offsets)
 
     @classmethod
     def full(cls, batch_size: int, seq_len: int, device: torch.device) -> Unpadded:
         """The layout of a batch without padding (no mask given)."""
-        cu = torch.arange(0, (batch_size + 1) * seq_len, seq_len, dtype=torch.int32, device=device)
-        return cls(torch.arange(batch_size * seq_len, device=device), cu, seq_len, batch_size, seq_len)
+        offsets = tuple(range(0, (batch_size + 1) * seq_len, seq_len))
+        cu = torch.tensor(offsets, dtype=torch.int32, device=device)
+        return cls(torch.arange(batch_size * seq_len, device=device), cu, seq_len, batch_size, seq_len, offsets)
 
     @property
     def first_rows(self) -> torch.Tensor:
@@ -91,16 +104,38 @@ class Unpadded:
         where[self.indices] = torch.arange(len(self.indices), device=self.indices.device)
         return where[mask.flatten()]
 
-    def key_mask(self) -> torch.Tensor:
-        """(B, 1, 1, T) boolean mask, True at real keys (for the padded fallback)."""
-        mask = torch.zeros(self.batch_size * self.seq_len, dtype=torch.bool, device=self.indices.device)
-        mask[self.indices] = True
-        return mask.view(self.batch_size, 1, 1, self.seq_len)
+    @property
+    def lengths(self) -> list[int]:
+        """(B,) real length of each sequence, as Python ints."""
+        return [b - a for a, b in pairwise(self.offsets)]
+
+    def runs(self) -> list[tuple[int, int, int]]:
+        """Consecutive sequences of equal length: (first sequence, count, length) each."""
+        out: list[tuple[int, int, int]] = []
+        for b, n in enumerate(self.lengths):
+            if out and out[-1][2] == n:
+                out[-1] = (out[-1][0], out[-1][1] + 1, n)
+            else:
+                out.append((b, 1, n))
+        return out
 
 
-def use_varlen(q: torch.Tensor, dropout_p: float) -> bool:
-    """Whether FlashAttention varlen can run this exactly: CUDA, fp16/bf16, no dropout."""
-    return varlen_attn is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0
+def route(q: torch.Tensor, dropout_p: float, window: int | None) -> str:
+    """Which exact attention runs on these packed queries (see the module docstring):
+    ``"varlen"``, ``"jagged"`` or ``"per_sequence"``."""
+    if q.is_cuda:
+        if varlen_attn is not None and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0:
+            return "varlen"
+        if window is None:
+            return "jagged"
+    return "per_sequence"
+
+
+def band(length: int, window: int, device: torch.device) -> torch.Tensor:
+    """(length, length) boolean mask of a sliding window: query i sees keys i - window … i + window
+    (FlashAttention's ``window_size=(window, window)``)."""
+    offset = torch.arange(length, device=device)
+    return (offset[None, :] - offset[:, None]).abs() <= window
 
 
 def packed_attention(
@@ -108,7 +143,6 @@ def packed_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     layout: Unpadded,
-    key_mask: torch.Tensor | None,
     dropout_p: float = 0.0,
     cls_only: bool = False,
     window: int | None = None,
@@ -120,28 +154,72 @@ def packed_attention(
         q: (N, A, D) queries, or (B, A, D) with ``cls_only`` (one query per sequence).
         k, v: (N, A, D) keys and values.
         layout: the packing of the batch.
-        key_mask: ``layout.key_mask()`` (computed once per batch), for the fallback; with
-            ``window``, the (B, 1, T, T) key mask and band.
-        dropout_p: attention-probability dropout (forces the fallback when > 0).
+        dropout_p: attention-probability dropout (training).
         cls_only: ``q`` holds only each sequence's first token.
-        window: sliding-window attention: FlashAttention's ``window_size=(window, window)``
-            (the fallback reads the band from ``key_mask``); None attends to the whole sequence.
+        window: sliding-window attention (keys at most ``window`` positions either side);
+            None attends to the whole sequence.
 
     Returns:
         (N, A, D), or (B, A, D) with ``cls_only``.
     """
-    B = layout.batch_size
-    if use_varlen(q, dropout_p):
+    how = route(q, dropout_p, window)
+    if how == "varlen":
+        B, cu, longest = layout.batch_size, layout.cu_seqlens, layout.max_seqlen
         if cls_only:
             cu_q = torch.arange(B + 1, dtype=torch.int32, device=q.device)
-            return varlen_attn(q, k, v, cu_q, layout.cu_seqlens, 1, layout.max_seqlen)
-        cu, longest = layout.cu_seqlens, layout.max_seqlen
+            return varlen_attn(q, k, v, cu_q, cu, 1, longest)
         if window is not None:
             return varlen_attn(q, k, v, cu, cu, longest, longest, window_size=(window, window))
         return varlen_attn(q, k, v, cu, cu, longest, longest)
-    kp, vp = (layout.pad(t).transpose(1, 2) for t in (k, v))  # (B, A, T, D)
-    qp = q.unsqueeze(2) if cls_only else layout.pad(q).transpose(1, 2)  # (B, A, 1 or T, D)
-    if key_mask is None:
-        key_mask = layout.key_mask()
-    y = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=key_mask, dropout_p=dropout_p)  # (B, A, T', D)
-    return y.squeeze(2) if cls_only else layout.unpad(y.transpose(1, 2))
+    if how == "jagged":
+        return jagged_attention(q, k, v, layout, dropout_p, cls_only)
+    return per_sequence_attention(q, k, v, layout, dropout_p, cls_only, window)
+
+
+def jagged_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Unpadded, dropout_p: float, cls_only: bool
+) -> torch.Tensor:
+    """SDPA over nested jagged (B, A, j, D) views of the packed rows (``packed_attention``'s
+    arguments and result)."""
+    shortest = min(layout.lengths)
+    offsets = layout.cu_seqlens.long()
+
+    def nested(t: torch.Tensor, offsets: torch.Tensor, shortest: int, longest: int) -> torch.Tensor:
+        return torch.nested.nested_tensor_from_jagged(  # contiguous: the math backend needs it
+            t.contiguous(), offsets, min_seqlen=shortest, max_seqlen=longest
+        ).transpose(1, 2)  # (B, A, j, D)
+
+    kn, vn = (nested(t, offsets, shortest, layout.max_seqlen) for t in (k, v))
+    if cls_only:
+        qn = nested(q, torch.arange(layout.batch_size + 1, device=q.device), 1, 1)
+    else:
+        qn = nested(q, offsets, shortest, layout.max_seqlen)
+    return F.scaled_dot_product_attention(qn, kn, vn, dropout_p=dropout_p).transpose(1, 2).values()
+
+
+def per_sequence_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    layout: Unpadded,
+    dropout_p: float,
+    cls_only: bool,
+    window: int | None,
+) -> torch.Tensor:
+    """One SDPA per run of consecutive equal-length sequences, on (count, A, length, D) views of
+    the packed rows (``packed_attention``'s arguments and result)."""
+    A, D = k.shape[1:]
+    out = []
+    for first, count, length in layout.runs():
+        rows = slice(layout.offsets[first], layout.offsets[first + count])
+        kb, vb = (t[rows].view(count, length, A, D).transpose(1, 2) for t in (k, v))  # (count, A, length, D)
+        qb = q[first : first + count].unsqueeze(2) if cls_only else q[rows].view(count, length, A, D).transpose(1, 2)
+        if window is None:
+            mask = None
+        elif cls_only:
+            mask = band(length, window, q.device)[:1]
+        else:
+            mask = band(length, window, q.device)
+        y = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, dropout_p=dropout_p)  # (count, A, Lq, D)
+        out.append(y.squeeze(2) if cls_only else y.transpose(1, 2).reshape(-1, A, D))
+    return torch.cat(out)

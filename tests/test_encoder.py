@@ -96,29 +96,6 @@ def test_unpadded_equals_padded_outputs_and_gradients(pair):
     assert max((grads[0][n] - grads[1][n]).abs().max().item() for n in grads[0]) <= 1e-5
 
 
-def test_packed_attention_fallback_matches_padded_sdpa():
-    """The exact fallback of ``bertkit.unpad.packed_attention`` (the CPU path) against padded
-    SDPA on random tensors, rows of different lengths, all queries and first queries only."""
-    import torch.nn.functional as F
-
-    from bertkit.unpad import Unpadded, packed_attention
-
-    g = torch.Generator().manual_seed(0)
-    lengths, T, A, D = [5, 1, 9, 3], 9, 2, 8
-    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
-    layout = Unpadded.from_mask(mask)
-    assert layout.cu_seqlens.tolist() == [0, 5, 6, 15, 18] and layout.max_seqlen == 9
-    q, k, v = (torch.randn(len(lengths), A, T, D, generator=g) for _ in range(3))
-    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.bool()[:, None, None, :])  # (B, A, T, D)
-    packed = [layout.unpad(t.transpose(1, 2)) for t in (q, k, v)]  # (N, A, D)
-    out = packed_attention(*packed, layout, None)
-    assert (out - layout.unpad(reference.transpose(1, 2))).abs().max() <= 1e-6
-    first = packed_attention(packed[0][layout.first_rows], packed[1], packed[2], layout, None, cls_only=True)
-    assert (first - reference[:, :, 0]).abs().max() <= 1e-6
-    with pytest.raises(ValueError, match="no real token"):
-        Unpadded.from_mask(torch.tensor([[1, 1], [0, 0]]))
-
-
 def test_pooler_and_all_hidden_states(pair):
     hf, ours, tok = pair
     batch = tok([a for a, _ in PAIRS], padding=True, return_tensors="pt")

@@ -8,12 +8,15 @@ although no GPU runs it here."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import bertkit.unpad
 from bertkit import BertConfig, BertEncoder
+from bertkit.unpad import route
 
 CALLS: list[dict] = []
 
@@ -62,10 +65,11 @@ def reference_varlen_attn(
 
 @pytest.fixture
 def forced_varlen(monkeypatch):
-    """The varlen branch taken on the CPU in fp32 (dropout still forces the fallback)."""
+    """The routes CUDA takes in bf16, taken on the CPU in fp32: varlen without dropout."""
     CALLS.clear()
     monkeypatch.setattr(bertkit.unpad, "varlen_attn", reference_varlen_attn)
-    monkeypatch.setattr(bertkit.unpad, "use_varlen", lambda q, dropout_p: dropout_p == 0.0)
+    cuda_bf16 = SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)
+    monkeypatch.setattr(bertkit.unpad, "route", lambda q, dropout_p, window: route(cuda_bf16, dropout_p, window))
     return CALLS
 
 
@@ -117,11 +121,13 @@ def test_gradients_through_the_varlen_branch_equal_the_padded_ones(forced_varlen
     assert max((grads[0][n] - grads[1][n]).abs().max().item() for n in grads[0]) <= 1e-5
 
 
-def test_attention_dropout_keeps_the_exact_fallback(forced_varlen):
+def test_attention_dropout_takes_the_jagged_route(forced_varlen, monkeypatch):
+    jagged = []
+    monkeypatch.setattr(bertkit.unpad, "jagged_attention", lambda *a: jagged.append(a[4]) or a[0])
     torch.manual_seed(0)
     encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=1000)).train()  # attention dropout 0.1
     encoder(*batch([4, 2]), unpad=True)
-    assert forced_varlen == []
+    assert forced_varlen == [] and jagged == [0.1] * encoder.config.num_hidden_layers
 
 
 def test_modernbert_local_layers_take_the_window(forced_varlen):

@@ -9,7 +9,7 @@ sliding window of ``local_attention`` tokens (a token sees those at most ``local
 positions away); pre-norm blocks (the first without an attention norm) with a final norm;
 GeGLU feed-forward layers; no biases; LayerNorm on the token embeddings; no token types; 8,192
 positions. On CUDA the local layers run FlashAttention varlen with ``window_size``; elsewhere an
-exact banded mask.
+exact banded mask (``bertkit.unpad``).
 
 transformers puts one more layer in every ModernBERT task class, ``head`` (dense, GELU, norm:
 ``ModernBertPredictionHead``), between the encoder and the task layer. Here it is part of the
@@ -35,7 +35,7 @@ from bertkit.config import PRESETS, BertConfig, Preset
 from bertkit.encoders import EncoderFamily
 from bertkit.io import read_json
 from bertkit.model import ACTIVATIONS, EncoderOutput, first_tokens
-from bertkit.unpad import Unpadded, packed_attention
+from bertkit.unpad import Unpadded, band, packed_attention
 
 # config.json names of transformers' ModernBertConfig -> the BertConfig names bertkit's heads read
 _HF_NAMES = {
@@ -203,7 +203,7 @@ class ModernBertAttention(nn.Module):
         q, k = rotate(q, *rope), rotate(k, *rope)
         dropout_p = self.dropout_p if self.training else 0.0
         if layout is not None:
-            y = packed_attention(q, k, v, layout, mask, dropout_p, window=self.window)  # (N, A, D)
+            y = packed_attention(q, k, v, layout, dropout_p, window=self.window)  # (N, A, D)
         else:
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, A, T, D)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p).transpose(1, 2)
@@ -352,16 +352,17 @@ class ModernBertEncoder(nn.Module):
         device = input_ids.device
         positions = torch.arange(T, device=device)
         key_mask = attention_mask.bool()[:, None, None, :] if attention_mask is not None else None  # (B, 1, 1, T)
-        layout = None
+        layout = local_mask = None  # the masks are for the padded path; the packed one is told the lengths
         if unpad:
             layout = Unpadded.from_mask(attention_mask) if attention_mask is not None else Unpadded.full(B, T, device)
-            key_mask = layout.key_mask() if key_mask is None else key_mask
             input_ids, positions = layout.unpad(input_ids), layout.unpad(positions.expand(B, T))
-        w = self.config.local_attention // 2
-        band = torch.ones(T, T, dtype=torch.bool, device=device).tril(w).triu(-w)  # (T, T): |i - j| <= w
-        # (B, 1, T, T) or (T, T); a padding query sees itself, so that no row is fully masked (its
-        # softmax would be NaN in the backward pass); real queries are unchanged (they see themselves)
-        local_mask = band if key_mask is None else (key_mask & band) | torch.eye(T, dtype=torch.bool, device=device)
+            key_mask = None
+        else:
+            local = band(T, self.config.local_attention // 2, device)  # (T, T): |i - j| <= w
+            # (B, 1, T, T) or (T, T); a padding query sees itself, so that no row is fully masked (its
+            # softmax would be NaN in the backward pass); real queries are unchanged (they see themselves)
+            eye = torch.eye(T, dtype=torch.bool, device=device)
+            local_mask = local if key_mask is None else (key_mask & local) | eye
         ropes = {kind: self._rope(positions, kind) for kind in ("global", "local")}
         x = self.embeddings(input_ids)  # (B, T, H), packed (N, H)
         states = [x] if output_hidden_states else None

@@ -1,0 +1,121 @@
+"""The exact attention routes of the unpadded encoder (``bertkit.unpad``) against padded
+``scaled_dot_product_attention`` with a key-padding mask, in float64: outputs and gradients, any
+lengths (runs of equal lengths included), all queries or first queries only, full or sliding
+window. ``jagged`` is CUDA's route with dropout; nested jagged tensors run on the CPU too, so it
+is checked here on every run."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bertkit.unpad
+from bertkit.unpad import Unpadded, band, jagged_attention, packed_attention, per_sequence_attention, route
+
+
+def padded_reference(q, k, v, lengths, cls_only, window):
+    """(B, A, T, D) padded inputs -> (B, A, T or 1, D), padding keys masked."""
+    T = q.shape[2]
+    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths], dtype=torch.bool)[:, None, None, :]
+    if window is not None:
+        mask = mask & band(T, window, q.device)
+    if cls_only:
+        q, mask = q[:, :, :1], mask[..., :1, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def compare(how, lengths, cls_only, window, seed):
+    g = torch.Generator().manual_seed(seed)
+    A, D, T = 2, 4, max(lengths)
+    layout = Unpadded.from_mask(torch.tensor([[1] * n + [0] * (T - n) for n in lengths]))
+    padded = [torch.randn(len(lengths), A, T, D, generator=g, dtype=torch.float64) for _ in range(3)]
+    packed = [layout.unpad(t.transpose(1, 2)).requires_grad_() for t in padded]  # (N, A, D)
+    queries = packed[0][layout.first_rows] if cls_only else packed[0]
+    if how == "jagged":
+        out = jagged_attention(queries, packed[1], packed[2], layout, 0.0, cls_only)
+    else:
+        out = per_sequence_attention(queries, packed[1], packed[2], layout, 0.0, cls_only, window)
+    leaves = [t.requires_grad_() for t in padded]
+    reference = padded_reference(*leaves, lengths, cls_only, window)  # (B, A, T', D)
+    reference = reference[:, :, 0] if cls_only else layout.unpad(reference.transpose(1, 2))
+    assert out.shape == reference.shape
+    assert (out - reference).abs().max() <= 1e-10
+    upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    ours = torch.autograd.grad(out, packed, upstream)
+    theirs = torch.autograd.grad(reference, leaves, upstream)
+    for a, b in zip(ours, theirs):
+        assert (a - layout.unpad(b.transpose(1, 2))).abs().max() <= 1e-10
+
+
+lengths_lists = st.lists(st.integers(1, 9), min_size=1, max_size=6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths_lists, st.booleans(), st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 2**16))
+def test_per_sequence_route_equals_padded_attention(lengths, cls_only, window, seed):
+    compare("per_sequence", lengths, cls_only, window, seed)
+
+
+@settings(max_examples=15, deadline=None)
+@given(lengths_lists, st.booleans(), st.integers(0, 2**16))
+def test_jagged_route_equals_padded_attention(lengths, cls_only, seed):
+    compare("jagged", lengths, cls_only, None, seed)
+
+
+def test_runs_of_equal_lengths_are_one_call_each(monkeypatch):
+    layout = Unpadded.from_mask(torch.tensor([[1] * n + [0] * (9 - n) for n in [5, 5, 9, 3, 3, 3, 9]]))
+    assert layout.offsets == (0, 5, 10, 19, 22, 25, 28, 37) and layout.max_seqlen == 9
+    assert layout.runs() == [(0, 2, 5), (2, 1, 9), (3, 3, 3), (6, 1, 9)]
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **k: calls.append(q.shape) or sdpa(q, *a, **k))
+    q = torch.randn(37, 2, 4)
+    out = packed_attention(q, q, q, layout)
+    assert calls == [(2, 2, 5, 4), (1, 2, 9, 4), (3, 2, 3, 4), (1, 2, 9, 4)] and out.shape == (37, 2, 4)
+    with pytest.raises(ValueError, match="no real token"):
+        Unpadded.from_mask(torch.tensor([[1, 1], [0, 0]]))
+
+
+@pytest.mark.parametrize(
+    ("is_cuda", "dtype", "dropout_p", "window", "expected"),
+    [
+        (True, torch.bfloat16, 0.0, None, "varlen"),
+        (True, torch.float16, 0.0, 64, "varlen"),
+        (True, torch.bfloat16, 0.1, None, "jagged"),  # FlashAttention varlen has no dropout
+        (True, torch.float32, 0.0, None, "jagged"),
+        (True, torch.bfloat16, 0.1, 64, "per_sequence"),  # nested SDPA takes no mask
+        (False, torch.bfloat16, 0.0, None, "per_sequence"),
+        (False, torch.float32, 0.1, None, "per_sequence"),
+    ],
+)
+def test_route(is_cuda, dtype, dropout_p, window, expected):
+    assert route(SimpleNamespace(is_cuda=is_cuda, dtype=dtype), dropout_p, window) == expected
+
+
+def test_attention_dropout_reaches_the_kernel(monkeypatch):
+    """Training with attention dropout: the probability is passed on (per-sequence and jagged),
+    outputs change with the draw and gradients flow."""
+    from bertkit import BertConfig, BertEncoder
+
+    seen = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: seen.append(k["dropout_p"]) or sdpa(*a, **k))
+    config = BertConfig.preset("tiny", vocab_size=100)
+    config.hidden_dropout_prob = 0.0
+    ids = torch.randint(5, 100, (3, 7))
+    mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5])
+    for how in ("per_sequence", "jagged"):
+        monkeypatch.setattr(bertkit.unpad, "route", lambda q, p, w, how=how: how)
+        torch.manual_seed(0)
+        encoder = BertEncoder(config).train()
+        seen.clear()
+        a, b = (encoder(ids, mask).last_hidden_state for _ in range(2))
+        assert set(seen) == {config.attention_probs_dropout_prob}
+        assert not torch.equal(a[mask.bool()], b[mask.bool()])
+        a[mask.bool()].sum().backward()
+        assert all(p.grad is not None for p in encoder.encoder.parameters())
