@@ -9,20 +9,22 @@ Attention never runs on padding either; ``route`` picks one of three exact imple
 
 - ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention over the packed tokens,
   torch >= 2.9) on CUDA with fp16/bf16 inputs and no attention dropout;
-- ``jagged``: on CUDA otherwise (attention dropout in training, fp32), ``scaled_dot_product_attention``
-  over nested jagged tensors (``torch.nested.nested_tensor_from_jagged`` on the packed rows, no
-  copy), which torch dispatches to FlashAttention's or memory-efficient attention's varlen kernels,
-  both with dropout;
-- ``per_sequence``: elsewhere (the CPU; a sliding window with dropout on CUDA) one
-  ``scaled_dot_product_attention`` per run of consecutive sequences of equal length, on views of
-  the packed rows: Σ t² attention work instead of B · max(t)², no padding copied. Chosen by
-  measurement on the CPU over re-padding to the longest sequence, over groups of similar lengths
-  and over nested tensors (``benchmarks/attention_routes.py``).
+- ``padded``: on CUDA otherwise (attention dropout in training, fp32): queries, keys and values
+  re-padded to (B, A, T, D) and one ``scaled_dot_product_attention`` with the key-padding mask
+  (and the window's band), real rows kept. On an H100 this trained BERT-base 1.4-3.6x faster per
+  step than SDPA over nested jagged tensors, which reach FlashAttention's varlen kernel with
+  dropout (``benchmarks/results/gpu_vs_transformers_jagged.json``): one launch beats the nested
+  tensors' overhead at these sizes;
+- ``per_sequence``: on the CPU, one ``scaled_dot_product_attention`` per run of consecutive
+  sequences of equal length, on views of the packed rows: Σ t² attention work (and dropout
+  draws) instead of B · max(t)², no padding copied (``benchmarks/attention_routes.py`` measures
+  it against re-padding and groups of similar lengths).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 
 import torch
@@ -109,6 +111,13 @@ class Unpadded:
         """(B,) real length of each sequence, as Python ints."""
         return [b - a for a, b in pairwise(self.offsets)]
 
+    @cached_property
+    def key_mask(self) -> torch.Tensor:
+        """(B, 1, 1, T) boolean mask, True at real keys (for the padded route; made once per batch)."""
+        mask = torch.zeros(self.batch_size * self.seq_len, dtype=torch.bool, device=self.indices.device)
+        mask[self.indices] = True
+        return mask.view(self.batch_size, 1, 1, self.seq_len)
+
     def runs(self) -> list[tuple[int, int, int]]:
         """Consecutive sequences of equal length: (first sequence, count, length) each."""
         out: list[tuple[int, int, int]] = []
@@ -122,13 +131,12 @@ class Unpadded:
 
 def route(q: torch.Tensor, dropout_p: float, window: int | None) -> str:
     """Which exact attention runs on these packed queries (see the module docstring):
-    ``"varlen"``, ``"jagged"`` or ``"per_sequence"``."""
-    if q.is_cuda:
-        if varlen_attn is not None and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0:
-            return "varlen"
-        if window is None:
-            return "jagged"
-    return "per_sequence"
+    ``"varlen"``, ``"padded"`` or ``"per_sequence"``."""
+    if not q.is_cuda:
+        return "per_sequence"
+    if varlen_attn is not None and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0:
+        return "varlen"
+    return "padded"
 
 
 def band(length: int, window: int, device: torch.device) -> torch.Tensor:
@@ -171,30 +179,31 @@ def packed_attention(
         if window is not None:
             return varlen_attn(q, k, v, cu, cu, longest, longest, window_size=(window, window))
         return varlen_attn(q, k, v, cu, cu, longest, longest)
-    if how == "jagged":
-        return jagged_attention(q, k, v, layout, dropout_p, cls_only)
+    if how == "padded":
+        return padded_attention(q, k, v, layout, dropout_p, cls_only, window)
     return per_sequence_attention(q, k, v, layout, dropout_p, cls_only, window)
 
 
-def jagged_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: Unpadded, dropout_p: float, cls_only: bool
+def padded_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    layout: Unpadded,
+    dropout_p: float,
+    cls_only: bool,
+    window: int | None,
 ) -> torch.Tensor:
-    """SDPA over nested jagged (B, A, j, D) views of the packed rows (``packed_attention``'s
-    arguments and result)."""
-    shortest = min(layout.lengths)
-    offsets = layout.cu_seqlens.long()
-
-    def nested(t: torch.Tensor, offsets: torch.Tensor, shortest: int, longest: int) -> torch.Tensor:
-        return torch.nested.nested_tensor_from_jagged(  # contiguous: the math backend needs it
-            t.contiguous(), offsets, min_seqlen=shortest, max_seqlen=longest
-        ).transpose(1, 2)  # (B, A, j, D)
-
-    kn, vn = (nested(t, offsets, shortest, layout.max_seqlen) for t in (k, v))
-    if cls_only:
-        qn = nested(q, torch.arange(layout.batch_size + 1, device=q.device), 1, 1)
-    else:
-        qn = nested(q, offsets, shortest, layout.max_seqlen)
-    return F.scaled_dot_product_attention(qn, kn, vn, dropout_p=dropout_p).transpose(1, 2).values()
+    """One SDPA over (B, A, T, D) re-padded queries, keys and values with the key-padding mask
+    (``packed_attention``'s arguments and result)."""
+    kp, vp = (layout.pad(t).transpose(1, 2) for t in (k, v))  # (B, A, T, D)
+    qp = q.unsqueeze(2) if cls_only else layout.pad(q).transpose(1, 2)  # (B, A, 1 or T, D)
+    mask = layout.key_mask  # (B, 1, 1, T)
+    if window is not None:  # a padding query sees itself, so that no row is fully masked (NaN gradients)
+        T = layout.seq_len
+        mask = (mask & band(T, window, q.device)) | torch.eye(T, dtype=torch.bool, device=q.device)
+        mask = mask[..., :1, :] if cls_only else mask
+    y = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, dropout_p=dropout_p)  # (B, A, T', D)
+    return y.squeeze(2) if cls_only else layout.unpad(y.transpose(1, 2))
 
 
 def per_sequence_attention(

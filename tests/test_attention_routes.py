@@ -1,8 +1,8 @@
 """The exact attention routes of the unpadded encoder (``bertkit.unpad``) against padded
 ``scaled_dot_product_attention`` with a key-padding mask, in float64: outputs and gradients, any
 lengths (runs of equal lengths included), all queries or first queries only, full or sliding
-window. ``jagged`` is CUDA's route with dropout; nested jagged tensors run on the CPU too, so it
-is checked here on every run."""
+window. ``padded`` is CUDA's route with dropout; it runs on the CPU too, so it is checked here on
+every run."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bertkit.unpad
-from bertkit.unpad import Unpadded, band, jagged_attention, packed_attention, per_sequence_attention, route
+from bertkit.unpad import Unpadded, band, packed_attention, padded_attention, per_sequence_attention, route
 
 
 def padded_reference(q, k, v, lengths, cls_only, window):
@@ -36,10 +36,8 @@ def compare(how, lengths, cls_only, window, seed):
     padded = [torch.randn(len(lengths), A, T, D, generator=g, dtype=torch.float64) for _ in range(3)]
     packed = [layout.unpad(t.transpose(1, 2)).requires_grad_() for t in padded]  # (N, A, D)
     queries = packed[0][layout.first_rows] if cls_only else packed[0]
-    if how == "jagged":
-        out = jagged_attention(queries, packed[1], packed[2], layout, 0.0, cls_only)
-    else:
-        out = per_sequence_attention(queries, packed[1], packed[2], layout, 0.0, cls_only, window)
+    attention = padded_attention if how == "padded" else per_sequence_attention
+    out = attention(queries, packed[1], packed[2], layout, 0.0, cls_only, window)
     leaves = [t.requires_grad_() for t in padded]
     reference = padded_reference(*leaves, lengths, cls_only, window)  # (B, A, T', D)
     reference = reference[:, :, 0] if cls_only else layout.unpad(reference.transpose(1, 2))
@@ -55,16 +53,16 @@ def compare(how, lengths, cls_only, window, seed):
 lengths_lists = st.lists(st.integers(1, 9), min_size=1, max_size=6)
 
 
+@pytest.mark.parametrize("how", ["per_sequence", "padded"])
 @settings(max_examples=40, deadline=None)
-@given(lengths_lists, st.booleans(), st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 2**16))
-def test_per_sequence_route_equals_padded_attention(lengths, cls_only, window, seed):
-    compare("per_sequence", lengths, cls_only, window, seed)
-
-
-@settings(max_examples=15, deadline=None)
-@given(lengths_lists, st.booleans(), st.integers(0, 2**16))
-def test_jagged_route_equals_padded_attention(lengths, cls_only, seed):
-    compare("jagged", lengths, cls_only, None, seed)
+@given(
+    lengths=lengths_lists,
+    cls_only=st.booleans(),
+    window=st.one_of(st.none(), st.integers(0, 3)),
+    seed=st.integers(0, 2**16),
+)
+def test_route_equals_padded_attention(how, lengths, cls_only, window, seed):
+    compare(how, lengths, cls_only, window, seed)
 
 
 def test_runs_of_equal_lengths_are_one_call_each(monkeypatch):
@@ -86,9 +84,9 @@ def test_runs_of_equal_lengths_are_one_call_each(monkeypatch):
     [
         (True, torch.bfloat16, 0.0, None, "varlen"),
         (True, torch.float16, 0.0, 64, "varlen"),
-        (True, torch.bfloat16, 0.1, None, "jagged"),  # FlashAttention varlen has no dropout
-        (True, torch.float32, 0.0, None, "jagged"),
-        (True, torch.bfloat16, 0.1, 64, "per_sequence"),  # nested SDPA takes no mask
+        (True, torch.bfloat16, 0.1, None, "padded"),  # FlashAttention varlen has no dropout
+        (True, torch.float32, 0.0, None, "padded"),
+        (True, torch.bfloat16, 0.1, 64, "padded"),
         (False, torch.bfloat16, 0.0, None, "per_sequence"),
         (False, torch.float32, 0.1, None, "per_sequence"),
     ],
@@ -98,7 +96,7 @@ def test_route(is_cuda, dtype, dropout_p, window, expected):
 
 
 def test_attention_dropout_reaches_the_kernel(monkeypatch):
-    """Training with attention dropout: the probability is passed on (per-sequence and jagged),
+    """Training with attention dropout: the probability is passed on (per-sequence and padded),
     outputs change with the draw and gradients flow."""
     from bertkit import BertConfig, BertEncoder
 
@@ -109,7 +107,7 @@ def test_attention_dropout_reaches_the_kernel(monkeypatch):
     config.hidden_dropout_prob = 0.0
     ids = torch.randint(5, 100, (3, 7))
     mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5])
-    for how in ("per_sequence", "jagged"):
+    for how in ("per_sequence", "padded"):
         monkeypatch.setattr(bertkit.unpad, "route", lambda q, p, w, how=how: how)
         torch.manual_seed(0)
         encoder = BertEncoder(config).train()

@@ -1,4 +1,4 @@
-"""The CUDA paths on a GPU (skipped without one): FlashAttention varlen, nested-jagged SDPA with
+"""The CUDA paths on a GPU (skipped without one): FlashAttention varlen, padded SDPA with
 dropout, ModernBERT's sliding window, ``torch.compile`` and a bf16 fit whose checkpoint predicts
 the same on the CPU. Each compares with the fp32 padded path by ‖x − ref‖ / ‖ref‖; bf16 operands
 land between 1e-3 and 1e-2. On a machine without CUDA the same routes are checked exactly by
@@ -13,7 +13,7 @@ import torch
 
 import bertkit.unpad
 from bertkit import BertConfig, BertEncoder
-from bertkit.unpad import Unpadded, jagged_attention, per_sequence_attention
+from bertkit.unpad import Unpadded, padded_attention, per_sequence_attention
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -69,7 +69,7 @@ def test_varlen_bf16_matches_the_fp32_padded_encoder(monkeypatch):
     assert taken[-1] == "varlen" and relative(first.pooler_output, full.pooler_output) < 2e-2
 
 
-def test_jagged_attention_with_dropout_runs_flash_or_efficient_attention():
+def test_padded_attention_with_dropout_runs_a_fused_kernel():
     """The route training with attention dropout takes on CUDA: without dropout it equals exact
     attention; with dropout p each output is an unbiased estimate (the mean of many draws
     approaches the output without dropout); the math backend is switched off, so a fused kernel
@@ -83,26 +83,26 @@ def test_jagged_attention_with_dropout_runs_flash_or_efficient_attention():
     q, k, v = (torch.randn(N, A, D, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
     exact = per_sequence_attention(q.float(), k.float(), v.float(), layout, 0.0, False, None)
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
-        assert relative(jagged_attention(q, k, v, layout, 0.0, False), exact) < 1e-2
-        first = jagged_attention(q[layout.first_rows], k, v, layout, 0.0, True)
+        assert relative(padded_attention(q, k, v, layout, 0.0, False, None), exact) < 1e-2
+        first = padded_attention(q[layout.first_rows], k, v, layout, 0.0, True, None)
         assert relative(first, exact[layout.first_rows]) < 1e-2
-        draws = torch.stack([jagged_attention(q, k, v, layout, 0.5, False).float() for _ in range(400)])
+        draws = torch.stack([padded_attention(q, k, v, layout, 0.5, False, None).float() for _ in range(400)])
     assert relative(draws[0], exact) > 0.2  # one draw is far from it
     assert relative(draws.mean(0), exact) < 0.1  # the mean is close: an unbiased dropout
     qg = q.clone().requires_grad_()
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
-        jagged_attention(qg, k, v, layout, 0.1, False).float().sum().backward()
+        padded_attention(qg, k, v, layout, 0.1, False, None).float().sum().backward()
     assert qg.grad is not None and bool(torch.isfinite(qg.grad).all())
 
 
-def test_training_with_attention_dropout_takes_the_jagged_route(monkeypatch):
+def test_training_with_attention_dropout_takes_the_padded_route(monkeypatch):
     taken = routes(monkeypatch)
     encoder = BertEncoder(config()).cuda().train()  # attention dropout 0.1
     ids, mask = batch(LENGTHS)
     with torch.autocast("cuda", torch.bfloat16):
         out = encoder(ids, mask)
     out.last_hidden_state[mask.bool()].float().sum().backward()
-    assert taken == ["jagged"] * encoder.config.num_hidden_layers
+    assert taken == ["padded"] * encoder.config.num_hidden_layers
 
 
 def test_modernbert_window_on_cuda(monkeypatch):
@@ -124,8 +124,8 @@ def test_modernbert_window_on_cuda(monkeypatch):
     encoder.train()
     taken.clear()
     with torch.autocast("cuda", torch.bfloat16):
-        encoder(ids, mask)  # dropout 0 in the preset: varlen; with dropout the local layers go per sequence
-    assert set(taken) <= {"varlen", "per_sequence", "jagged"}
+        encoder(ids, mask)
+    assert set(taken) == {"varlen" if c.attention_probs_dropout_prob == 0 else "padded"}
 
 
 def test_compiled_blocks_on_cuda_match_eager():

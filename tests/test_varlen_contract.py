@@ -121,13 +121,13 @@ def test_gradients_through_the_varlen_branch_equal_the_padded_ones(forced_varlen
     assert max((grads[0][n] - grads[1][n]).abs().max().item() for n in grads[0]) <= 1e-5
 
 
-def test_attention_dropout_takes_the_jagged_route(forced_varlen, monkeypatch):
-    jagged = []
-    monkeypatch.setattr(bertkit.unpad, "jagged_attention", lambda *a: jagged.append(a[4]) or a[0])
+def test_attention_dropout_takes_the_padded_route(forced_varlen, monkeypatch):
+    padded = []
+    monkeypatch.setattr(bertkit.unpad, "padded_attention", lambda *a: padded.append(a[4]) or a[0])
     torch.manual_seed(0)
     encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=1000)).train()  # attention dropout 0.1
     encoder(*batch([4, 2]), unpad=True)
-    assert forced_varlen == [] and jagged == [0.1] * encoder.config.num_hidden_layers
+    assert forced_varlen == [] and padded == [0.1] * encoder.config.num_hidden_layers
 
 
 def test_modernbert_local_layers_take_the_window(forced_varlen):
