@@ -46,6 +46,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from common import ROOT, machine, write_result
+from provenance import started
 
 from bertkit import BertConfig, BertModule
 from bertkit.data import pad_batch
@@ -310,7 +311,7 @@ def main() -> None:
     args.ceiling = matmul_ceiling(args.ceiling_size, args.device)
     config = BertConfig.preset(args.preset, vocab_size=28996)
     result: dict[str, Any] = {
-        "machine": machine(), "preset": args.preset, "precision": "bf16-mixed",
+        **started("gpu_vs_transformers.py"), "machine": machine(), "preset": args.preset, "precision": "bf16-mixed",
         "matmul_ceiling_tflops": args.ceiling / 1e12, "steps": args.steps, "warmup": args.warmup,
         "batch_size": args.batch_size, "tasks": {},
     }  # fmt: skip

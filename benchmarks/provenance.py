@@ -16,10 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def commit() -> str:
-    """``git describe --always --dirty`` of the repository: call it before measuring."""
-    return subprocess.run(
-        ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    """``git describe --always --dirty`` of the repository: call it before measuring; "not a git
+    checkout" for a copy of the tree without its history (a GPU machine's copy, say)."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "not a git checkout"
+    return out.stdout.strip()
 
 
 def started(script: str) -> dict[str, str]:

@@ -11,10 +11,10 @@ Attention never runs on padding either; ``route`` picks one of three exact imple
   torch >= 2.9) on CUDA with fp16/bf16 inputs and no attention dropout;
 - ``padded``: on CUDA otherwise (attention dropout in training, fp32): queries, keys and values
   re-padded to (B, A, T, D) and one ``scaled_dot_product_attention`` with the key-padding mask
-  (and the window's band), real rows kept. On an H100 this trained BERT-base 1.4-3.6x faster per
-  step than SDPA over nested jagged tensors, which reach FlashAttention's varlen kernel with
-  dropout (``benchmarks/results/gpu_vs_transformers_jagged.json``): one launch beats the nested
-  tensors' overhead at these sizes;
+  (and the window's band; no mask when nothing is padded), real rows kept, cuDNN's attention
+  left out when there is a mask (below). On an H100 this trained BERT-base faster per step than
+  SDPA over nested jagged tensors, which reach FlashAttention's varlen kernel with dropout
+  (``benchmarks/results/gpu_vs_transformers_jagged.json``: 1.4-3.6x slower than padded);
 - ``per_sequence``: on the CPU, one ``scaled_dot_product_attention`` per run of consecutive
   sequences of equal length, on views of the packed rows: Σ t² attention work (and dropout
   draws) instead of B · max(t)², no padding copied (``benchmarks/attention_routes.py`` measures
@@ -29,6 +29,14 @@ from itertools import pairwise
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# With a padding mask, cuDNN's attention spent ~2.8 ms of host time per call on an H100 (torch
+# 2.11, profiled); without it bertkit's BERT-base training steps with attention dropout went from
+# 83 to 54 ms on SST-2 and 139 to 65 ms on SQuAD (benchmarks/results/gpu_vs_transformers.json,
+# then gpu_vs_transformers_padded.json). A batch without padding needs no mask: every backend.
+WITHOUT_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+ANY_BACKEND = [SDPBackend.CUDNN_ATTENTION, *WITHOUT_CUDNN]
 
 try:  # torch >= 2.9
     from torch.nn.attention.varlen import varlen_attn
@@ -197,12 +205,14 @@ def padded_attention(
     (``packed_attention``'s arguments and result)."""
     kp, vp = (layout.pad(t).transpose(1, 2) for t in (k, v))  # (B, A, T, D)
     qp = q.unsqueeze(2) if cls_only else layout.pad(q).transpose(1, 2)  # (B, A, 1 or T, D)
-    mask = layout.key_mask  # (B, 1, 1, T)
+    T = layout.seq_len
+    mask = None if min(layout.lengths) == T else layout.key_mask  # (B, 1, 1, T); None: no padding
     if window is not None:  # a padding query sees itself, so that no row is fully masked (NaN gradients)
-        T = layout.seq_len
-        mask = (mask & band(T, window, q.device)) | torch.eye(T, dtype=torch.bool, device=q.device)
+        eye = torch.eye(T, dtype=torch.bool, device=q.device)
+        mask = band(T, window, q.device) if mask is None else (mask & band(T, window, q.device)) | eye
         mask = mask[..., :1, :] if cls_only else mask
-    y = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, dropout_p=dropout_p)  # (B, A, T', D)
+    with sdpa_kernel(ANY_BACKEND if mask is None else WITHOUT_CUDNN):
+        y = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, dropout_p=dropout_p)  # (B, A, T', D)
     return y.squeeze(2) if cls_only else layout.unpad(y.transpose(1, 2))
 
 
