@@ -135,13 +135,46 @@ def run_table(path: Path) -> list[str]:
     return lines
 
 
+def gpu_table(path: Path) -> list[str]:
+    """A GPU training benchmark (``benchmarks/gpu_vs_transformers.py``): task x side."""
+    data = json.loads(path.read_text())
+    lines = [
+        f"### {path.stem}",
+        "",
+        (
+            f"`{data.get('command', 'python benchmarks/gpu_vs_transformers.py')}` · `benchmarks/results/{path.name}` · "
+            f"machine: {machine(data)} · recorded {recorded(path, data)}"
+        ),
+        "",
+        (
+            f"{data['preset']} preset, {data['precision']}, {data['steps']} timed steps after {data['warmup']}; "
+            f"batch sizes {', '.join(f'{k} {v}' for k, v in data['batch_size'].items())}; "
+            f"MFU against the measured bf16 matmul rate, {data['matmul_ceiling_tflops']:.0f} TFLOP/s."
+        ),
+        "",
+        "| task | side | real tokens/s | × transformers | ms/step | MFU | peak GB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for task, row in data["tasks"].items():
+        for side, run in row.items():
+            if not isinstance(run, dict):
+                continue
+            ratio = row.get(f"{side}_speedup")
+            lines.append(
+                f"| {task} | {side} | {run['real_tokens_per_second']:,.0f} | "
+                f"{'—' if ratio is None else f'{ratio:.2f}'} | {1000 * run['seconds_per_step']:.1f} | "
+                f"{100 * run['mfu']:.1f} % | {run['peak_memory_gb']:.2f} |"
+            )
+    return [*lines, ""]
+
+
 def page() -> str:
     lines = [INTRO, "## Accuracy over seeds", ""]
     for path in sorted(RESULTS.glob("seeds/*/*.json")):
         lines += seed_table(path)
     lines += ["## Single runs", ""]
     for path in sorted(RESULTS.glob("*.json")):
-        lines += run_table(path)
+        lines += gpu_table(path) if path.stem.startswith("gpu_") else run_table(path)
     return "\n".join(lines).rstrip() + "\n"
 
 
