@@ -6,7 +6,7 @@ and export without renaming. Two equivalent paths, the same parameters:
 
 - **unpadded** (default): padding is dropped once after the input ids are read; every block
   runs on the N real tokens as one (N, H) tensor and attention is told the sequence boundaries
-  (``bertkit.unpad``: FlashAttention varlen on CUDA, exact per-sequence attention elsewhere);
+  (``bertkit.unpad``: FlashAttention varlen on CUDA, exact attention by length groups elsewhere);
 - **padded**: every block runs on (B, T, H) and ``F.scaled_dot_product_attention`` masks the
   padding keys.
 

@@ -15,10 +15,11 @@ Attention never runs on padding either; ``route`` picks one of three exact imple
   left out when there is a mask (below). On an H100 this trained BERT-base faster per step than
   SDPA over nested jagged tensors, which reach FlashAttention's varlen kernel with dropout
   (``benchmarks/results/gpu_vs_transformers_jagged.json``: 1.4-3.6x slower than padded);
-- ``per_sequence``: on the CPU, one ``scaled_dot_product_attention`` per run of consecutive
-  sequences of equal length, on views of the packed rows: Σ t² attention work (and dropout
-  draws) instead of B · max(t)², no padding copied (``benchmarks/attention_routes.py`` measures
-  it against re-padding and groups of similar lengths).
+- ``grouped``: on the CPU, the batch's sequences sorted by length and cut into groups whose
+  padding adds at most ``GROUP_PADDING`` of their attention work, one padded SDPA per group:
+  about Σ t² attention work (and dropout draws) instead of B · max(t)². Chosen by measurement
+  (``benchmarks/attention_routes.py``) over re-padding the whole batch, one SDPA per run of
+  equal lengths, and nested jagged tensors.
 """
 
 from __future__ import annotations
@@ -44,6 +45,19 @@ except ImportError:  # pragma: no cover - older torch: the exact fallback only
     varlen_attn = None
 
 
+GROUP_PADDING = 0.2  # padded attention work a group may add, as a share of its real work
+
+
+@dataclass
+class Group:
+    """Sequences of similar length attended together: their indices (G,), packed rows (M,) in
+    group order, and the layout of the group padded to its longest."""
+
+    sequences: torch.Tensor
+    rows: torch.Tensor
+    layout: Unpadded
+
+
 @dataclass
 class Unpadded:
     """Where the real tokens of a padded (B, T) batch sit in the packed (N, ...) layout.
@@ -57,7 +71,7 @@ class Unpadded:
         max_seqlen: longest real length in the batch.
         batch_size: B.
         seq_len: T.
-        offsets: ``cu_seqlens`` as Python ints (read once per batch, for the per-sequence route).
+        offsets: ``cu_seqlens`` as Python ints (read once per batch, for the length groups).
     """
 
     indices: torch.Tensor
@@ -126,22 +140,35 @@ class Unpadded:
         mask[self.indices] = True
         return mask.view(self.batch_size, 1, 1, self.seq_len)
 
-    def runs(self) -> list[tuple[int, int, int]]:
-        """Consecutive sequences of equal length: (first sequence, count, length) each."""
-        out: list[tuple[int, int, int]] = []
-        for b, n in enumerate(self.lengths):
-            if out and out[-1][2] == n:
-                out[-1] = (out[-1][0], out[-1][1] + 1, n)
-            else:
-                out.append((b, 1, n))
+    @cached_property
+    def groups(self) -> list[Group]:
+        """The sequences sorted by length (longest first) and cut into groups in which padding to
+        the group's longest stays within ``GROUP_PADDING`` of the group's attention work
+        (Σ longest² against Σ t²); made once per batch, on the CPU route."""
+        lengths = self.lengths
+        order = sorted(range(len(lengths)), key=lambda b: -lengths[b])
+        device = self.indices.device
+        out, start = [], 0
+        while start < len(order):
+            end, top, work = start + 1, lengths[order[start]], lengths[order[start]] ** 2
+            while end < len(order) and (end + 1 - start) * top**2 <= (1 + GROUP_PADDING) * (
+                work + lengths[order[end]] ** 2
+            ):
+                work += lengths[order[end]] ** 2
+                end += 1
+            members = order[start:end]
+            mask = torch.tensor([[1] * lengths[b] + [0] * (top - lengths[b]) for b in members], device=device)
+            rows = torch.cat([torch.arange(self.offsets[b], self.offsets[b + 1], device=device) for b in members])
+            out.append(Group(torch.tensor(members, device=device), rows, Unpadded.from_mask(mask)))
+            start = end
         return out
 
 
 def route(q: torch.Tensor, dropout_p: float, window: int | None) -> str:
     """Which exact attention runs on these packed queries (see the module docstring):
-    ``"varlen"``, ``"padded"`` or ``"per_sequence"``."""
+    ``"varlen"``, ``"padded"`` or ``"grouped"``."""
     if not q.is_cuda:
-        return "per_sequence"
+        return "grouped"
     if varlen_attn is not None and q.dtype in (torch.float16, torch.bfloat16) and dropout_p == 0.0:
         return "varlen"
     return "padded"
@@ -189,7 +216,7 @@ def packed_attention(
         return varlen_attn(q, k, v, cu, cu, longest, longest)
     if how == "padded":
         return padded_attention(q, k, v, layout, dropout_p, cls_only, window)
-    return per_sequence_attention(q, k, v, layout, dropout_p, cls_only, window)
+    return grouped_attention(q, k, v, layout, dropout_p, cls_only, window)
 
 
 def padded_attention(
@@ -216,7 +243,7 @@ def padded_attention(
     return y.squeeze(2) if cls_only else layout.unpad(y.transpose(1, 2))
 
 
-def per_sequence_attention(
+def grouped_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -225,20 +252,16 @@ def per_sequence_attention(
     cls_only: bool,
     window: int | None,
 ) -> torch.Tensor:
-    """One SDPA per run of consecutive equal-length sequences, on (count, A, length, D) views of
-    the packed rows (``packed_attention``'s arguments and result)."""
-    A, D = k.shape[1:]
-    out = []
-    for first, count, length in layout.runs():
-        rows = slice(layout.offsets[first], layout.offsets[first + count])
-        kb, vb = (t[rows].view(count, length, A, D).transpose(1, 2) for t in (k, v))  # (count, A, length, D)
-        qb = q[first : first + count].unsqueeze(2) if cls_only else q[rows].view(count, length, A, D).transpose(1, 2)
-        if window is None:
-            mask = None
-        elif cls_only:
-            mask = band(length, window, q.device)[:1]
-        else:
-            mask = band(length, window, q.device)
-        y = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, dropout_p=dropout_p)  # (count, A, Lq, D)
-        out.append(y.squeeze(2) if cls_only else y.transpose(1, 2).reshape(-1, A, D))
-    return torch.cat(out)
+    """One padded SDPA per group of similar lengths (``Unpadded.groups``; ``packed_attention``'s
+    arguments and result)."""
+    groups = layout.groups
+    if len(groups) == 1:
+        return padded_attention(q, k, v, layout, dropout_p, cls_only, window)
+    out = [
+        padded_attention(
+            q[g.sequences] if cls_only else q[g.rows], k[g.rows], v[g.rows], g.layout, dropout_p, cls_only, window
+        )
+        for g in groups
+    ]
+    order = torch.cat([g.sequences if cls_only else g.rows for g in groups])
+    return torch.cat(out)[torch.argsort(order)]

@@ -15,7 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bertkit.unpad
-from bertkit.unpad import Unpadded, band, packed_attention, padded_attention, per_sequence_attention, route
+from bertkit.unpad import (
+    Unpadded,
+    band,
+    grouped_attention,
+    packed_attention,
+    padded_attention,
+    route,
+)
 
 
 def padded_reference(q, k, v, lengths, cls_only, window):
@@ -36,7 +43,7 @@ def compare(how, lengths, cls_only, window, seed):
     padded = [torch.randn(len(lengths), A, T, D, generator=g, dtype=torch.float64) for _ in range(3)]
     packed = [layout.unpad(t.transpose(1, 2)).requires_grad_() for t in padded]  # (N, A, D)
     queries = packed[0][layout.first_rows] if cls_only else packed[0]
-    attention = padded_attention if how == "padded" else per_sequence_attention
+    attention = padded_attention if how == "padded" else grouped_attention
     out = attention(queries, packed[1], packed[2], layout, 0.0, cls_only, window)
     leaves = [t.requires_grad_() for t in padded]
     reference = padded_reference(*leaves, lengths, cls_only, window)  # (B, A, T', D)
@@ -50,11 +57,11 @@ def compare(how, lengths, cls_only, window, seed):
         assert (a - layout.unpad(b.transpose(1, 2))).abs().max() <= 1e-10
 
 
-lengths_lists = st.lists(st.integers(1, 9), min_size=1, max_size=6)
+lengths_lists = st.lists(st.integers(1, 12), min_size=1, max_size=8)
 
 
-@pytest.mark.parametrize("how", ["per_sequence", "padded"])
-@settings(max_examples=40, deadline=None)
+@pytest.mark.parametrize("how", ["padded", "grouped"])
+@settings(max_examples=25, deadline=None)
 @given(
     lengths=lengths_lists,
     cls_only=st.booleans(),
@@ -65,16 +72,18 @@ def test_route_equals_padded_attention(how, lengths, cls_only, window, seed):
     compare(how, lengths, cls_only, window, seed)
 
 
-def test_runs_of_equal_lengths_are_one_call_each(monkeypatch):
-    layout = Unpadded.from_mask(torch.tensor([[1] * n + [0] * (9 - n) for n in [5, 5, 9, 3, 3, 3, 9]]))
-    assert layout.offsets == (0, 5, 10, 19, 22, 25, 28, 37) and layout.max_seqlen == 9
-    assert layout.runs() == [(0, 2, 5), (2, 1, 9), (3, 3, 3), (6, 1, 9)]
+def test_groups_of_similar_lengths_are_one_call_each(monkeypatch):
+    """Longest first; a group grows while padding adds at most GROUP_PADDING (20 %) of its Σ t²."""
+    layout = Unpadded.from_mask(torch.tensor([[1] * n + [0] * (40 - n) for n in [40, 38, 12, 11, 10, 3, 39, 2]]))
+    assert layout.offsets == (0, 40, 78, 90, 101, 111, 114, 153, 155) and layout.max_seqlen == 40
+    assert [g.sequences.tolist() for g in layout.groups] == [[0, 6, 1], [2, 3, 4], [5], [7]]
+    assert [g.layout.lengths for g in layout.groups] == [[40, 39, 38], [12, 11, 10], [3], [2]]
     calls = []
     sdpa = F.scaled_dot_product_attention
     monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **k: calls.append(q.shape) or sdpa(q, *a, **k))
-    q = torch.randn(37, 2, 4)
+    q = torch.randn(155, 2, 4)
     out = packed_attention(q, q, q, layout)
-    assert calls == [(2, 2, 5, 4), (1, 2, 9, 4), (3, 2, 3, 4), (1, 2, 9, 4)] and out.shape == (37, 2, 4)
+    assert calls == [(3, 2, 40, 4), (3, 2, 12, 4), (1, 2, 3, 4), (1, 2, 2, 4)] and out.shape == (155, 2, 4)
     with pytest.raises(ValueError, match="no real token"):
         Unpadded.from_mask(torch.tensor([[1, 1], [0, 0]]))
 
@@ -87,8 +96,8 @@ def test_runs_of_equal_lengths_are_one_call_each(monkeypatch):
         (True, torch.bfloat16, 0.1, None, "padded"),  # FlashAttention varlen has no dropout
         (True, torch.float32, 0.0, None, "padded"),
         (True, torch.bfloat16, 0.1, 64, "padded"),
-        (False, torch.bfloat16, 0.0, None, "per_sequence"),
-        (False, torch.float32, 0.1, None, "per_sequence"),
+        (False, torch.bfloat16, 0.0, None, "grouped"),
+        (False, torch.float32, 0.1, None, "grouped"),
     ],
 )
 def test_route(is_cuda, dtype, dropout_p, window, expected):
@@ -96,7 +105,7 @@ def test_route(is_cuda, dtype, dropout_p, window, expected):
 
 
 def test_attention_dropout_reaches_the_kernel(monkeypatch):
-    """Training with attention dropout: the probability is passed on (per-sequence and padded),
+    """Training with attention dropout: the probability is passed on (grouped and padded),
     outputs change with the draw and gradients flow."""
     from bertkit import BertConfig, BertEncoder
 
@@ -107,7 +116,7 @@ def test_attention_dropout_reaches_the_kernel(monkeypatch):
     config.hidden_dropout_prob = 0.0
     ids = torch.randint(5, 100, (3, 7))
     mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5])
-    for how in ("per_sequence", "padded"):
+    for how in ("grouped", "padded"):
         monkeypatch.setattr(bertkit.unpad, "route", lambda q, p, w, how=how: how)
         torch.manual_seed(0)
         encoder = BertEncoder(config).train()

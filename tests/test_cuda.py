@@ -13,7 +13,7 @@ import torch
 
 import bertkit.unpad
 from bertkit import BertConfig, BertEncoder
-from bertkit.unpad import Unpadded, padded_attention, per_sequence_attention
+from bertkit.unpad import Unpadded, grouped_attention, padded_attention
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -81,7 +81,7 @@ def test_padded_attention_with_dropout_runs_a_fused_kernel():
     layout = Unpadded.from_mask(batch(LENGTHS)[1])
     N = layout.offsets[-1]
     q, k, v = (torch.randn(N, A, D, device="cuda", generator=g, dtype=torch.bfloat16) for _ in range(3))
-    exact = per_sequence_attention(q.float(), k.float(), v.float(), layout, 0.0, False, None)
+    exact = grouped_attention(q.float(), k.float(), v.float(), layout, 0.0, False, None)
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
         assert relative(padded_attention(q, k, v, layout, 0.0, False, None), exact) < 1e-2
         first = padded_attention(q[layout.first_rows], k, v, layout, 0.0, True, None)
