@@ -123,7 +123,7 @@ def step_rows(task: str, model: BertModule, feats: list[dict], steps: int, seed:
     for order_name, order in orders.items():
         batches = [collate([pool[i] for i in order[k * BATCH : (k + 1) * BATCH]]) for k in range(steps + 1)]
         for route in ("padded", "grouped"):
-            bertkit.unpad.route = lambda q, p, w, route=route: route
+            bertkit.unpad.route = lambda q, p, route=route: route
             torch.manual_seed(seed)
             model.train()
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)

@@ -312,7 +312,7 @@ class BertEncoder(nn.Module):
                 else Unpadded.full(B, T, input_ids.device)
             )
             input_ids, token_type_ids, positions = (layout.unpad(t) for t in (input_ids, token_type_ids, positions))
-        if attention_mask is not None:
+        elif attention_mask is not None:  # the padded path; the packed one is told the lengths
             key_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = attend
         x = self.embed(input_ids, token_type_ids, positions)  # (B, T, H), packed (N, H)
         states = [x if layout is None else layout.pad(x)] if output_hidden_states else None

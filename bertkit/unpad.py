@@ -128,9 +128,9 @@ class Unpadded:
         where[self.indices] = torch.arange(len(self.indices), device=self.indices.device)
         return where[mask.flatten()]
 
-    @property
+    @cached_property
     def lengths(self) -> list[int]:
-        """(B,) real length of each sequence, as Python ints."""
+        """(B,) real length of each sequence, as Python ints (made once per batch)."""
         return [b - a for a, b in pairwise(self.offsets)]
 
     @cached_property
@@ -164,7 +164,7 @@ class Unpadded:
         return out
 
 
-def route(q: torch.Tensor, dropout_p: float, window: int | None) -> str:
+def route(q: torch.Tensor, dropout_p: float) -> str:
     """Which exact attention runs on these packed queries (see the module docstring):
     ``"varlen"``, ``"padded"`` or ``"grouped"``."""
     if not q.is_cuda:
@@ -205,7 +205,7 @@ def packed_attention(
     Returns:
         (N, A, D), or (B, A, D) with ``cls_only``.
     """
-    how = route(q, dropout_p, window)
+    how = route(q, dropout_p)
     if how == "varlen":
         B, cu, longest = layout.batch_size, layout.cu_seqlens, layout.max_seqlen
         if cls_only:

@@ -69,7 +69,7 @@ def forced_varlen(monkeypatch):
     CALLS.clear()
     monkeypatch.setattr(bertkit.unpad, "varlen_attn", reference_varlen_attn)
     cuda_bf16 = SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)
-    monkeypatch.setattr(bertkit.unpad, "route", lambda q, dropout_p, window: route(cuda_bf16, dropout_p, window))
+    monkeypatch.setattr(bertkit.unpad, "route", lambda q, dropout_p: route(cuda_bf16, dropout_p))
     return CALLS
 
 

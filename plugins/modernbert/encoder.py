@@ -351,13 +351,12 @@ class ModernBertEncoder(nn.Module):
             raise ValueError(f"input_ids has {T} tokens, more than max_position_embeddings ({self.config.max_length})")
         device = input_ids.device
         positions = torch.arange(T, device=device)
-        key_mask = attention_mask.bool()[:, None, None, :] if attention_mask is not None else None  # (B, 1, 1, T)
-        layout = local_mask = None  # the masks are for the padded path; the packed one is told the lengths
+        layout = key_mask = local_mask = None  # the masks are for the padded path; the packed one is told the lengths
         if unpad:
             layout = Unpadded.from_mask(attention_mask) if attention_mask is not None else Unpadded.full(B, T, device)
             input_ids, positions = layout.unpad(input_ids), layout.unpad(positions.expand(B, T))
-            key_mask = None
         else:
+            key_mask = attention_mask.bool()[:, None, None, :] if attention_mask is not None else None  # (B, 1, 1, T)
             local = band(T, self.config.local_attention // 2, device)  # (T, T): |i - j| <= w
             # (B, 1, T, T) or (T, T); a padding query sees itself, so that no row is fully masked (its
             # softmax would be NaN in the backward pass); real queries are unchanged (they see themselves)
