@@ -160,6 +160,7 @@ def serve(
     timeout: float = 30.0,
     api_key: str | None = None,
     embed: bool = True,
+    compile: bool = False,
 ) -> None:
     """Serve a ``bertkit fit`` checkpoint or a ``bertkit export`` folder over HTTP (LitServe;
     ``pip install 'bertkit[serve]'``): ``POST /predict`` (the records ``bertkit predict``
@@ -181,6 +182,8 @@ def serve(
         timeout: seconds a request may wait before a 504.
         api_key: require this value in every request's ``X-API-Key`` header.
         embed: serve ``/embed`` (torch backend): a second model process, about 0.5 GB more.
+        compile: compile the encoder's blocks (``Predictor.compile``; torch backend): the first
+            requests wait while it compiles; the Results page measures what it gains.
     """
     if find_spec("litserve") is None:
         raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
@@ -193,8 +196,10 @@ def serve(
             "no /embed on the %s backend: its graph ends in the head's logits (--backend torch serves it)", backend
         )
 
+    if compile and backend != "torch":
+        raise ValueError(f"--compile true compiles the torch model; the {backend} backend runs an ONNX graph")
     batching = Batching(max_tokens, max_batch_size, batch_timeout)
-    server(model, backend, accelerator, workers, batching, timeout, embed).run(
+    server(model, backend, accelerator, workers, batching, timeout, embed, compile).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )
 

@@ -14,7 +14,7 @@ from bertkit.model import BertEncoder, token_features
 from bertkit.tokenizer import BertTokenizer
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def embed_texts(
     encoder: BertEncoder,
     tokenizer: BertTokenizer,
@@ -24,7 +24,8 @@ def embed_texts(
     max_length: int = 128,
     batch_size: int = 32,
 ) -> tuple[list[torch.Tensor], list[list[str]], int]:
-    """Features of ``texts``, each encoded as ``[CLS] text [SEP]``.
+    """Features of ``texts``, each encoded as ``[CLS] text [SEP]``. Texts are run longest first,
+    ``batch_size`` at a time (little padding in a batch); the outputs keep the inputs' order.
 
     Args:
         features: which layers (``bertkit.token_features``).
@@ -40,16 +41,19 @@ def embed_texts(
     full = tokenizer.encode_batch(texts)
     truncated = sum(len(e.input_ids) > max_length for e in full)
     encoded = tokenizer.encode_batch(texts, max_length=max_length) if truncated else full
-    vectors: list[torch.Tensor] = []
+    longest_first = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].input_ids))
+    vectors: list[torch.Tensor] = [torch.empty(0)] * len(encoded)
     for start in range(0, len(encoded), batch_size):
-        chunk = encoded[start : start + batch_size]
-        T = max(len(e.input_ids) for e in chunk)
-        ids = torch.tensor([e.input_ids + [tokenizer.pad_token_id] * (T - len(e.input_ids)) for e in chunk])
-        mask = torch.tensor([[1] * len(e.input_ids) + [0] * (T - len(e.input_ids)) for e in chunk])
+        rows = longest_first[start : start + batch_size]
+        T = len(encoded[rows[0]].input_ids)
+        ids = torch.tensor(
+            [encoded[i].input_ids + [tokenizer.pad_token_id] * (T - len(encoded[i].input_ids)) for i in rows]
+        )
+        mask = torch.tensor([[1] * len(encoded[i].input_ids) + [0] * (T - len(encoded[i].input_ids)) for i in rows])
         out = encoder(ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), output_hidden_states=True)
         x = token_features(out.hidden_states, features).float()  # (B, T, D)
-        for row, n in zip(x, mask.sum(1).tolist()):
-            vectors.append(row[:n] if pooling == "tokens" else row[0] if pooling == "cls" else row[:n].mean(0))
+        for i, row, n in zip(rows, x, mask.sum(1).tolist()):
+            vectors[i] = row[:n] if pooling == "tokens" else row[0] if pooling == "cls" else row[:n].mean(0)
     to_token = tokenizer.backend.id_to_token
     return vectors, [[to_token(i) for i in e.input_ids] for e in encoded], truncated
 

@@ -145,6 +145,22 @@ class Predictor:
             _description(family.name, head, hidden_size, backend), max_length, max_tokens,
         )  # fmt: skip
 
+    def compile(self) -> Predictor:
+        """Compile each encoder block with ``torch.compile(dynamic=True)`` (as ``BertModule(compile=True)``
+        does for training); returns the predictor. The first calls of each new batch shape are slow while
+        it compiles; whether it then pays depends on the device (the Results page's speed
+        table measures it on a CPU).
+
+        Raises:
+            ValueError: an ONNX backend (onnxruntime runs the graph; nothing to compile).
+        """
+        if self.encoder is None:
+            raise ValueError(f"compile needs the torch backend (this predictor runs {self.description['backend']})")
+        for block in self.encoder.blocks:
+            block.compile(dynamic=True)
+        self.description["compiled"] = True
+        return self
+
     def info(self) -> dict[str, Any]:
         """What a client needs to know: family, head and its settings, max length, hidden size,
         backend."""

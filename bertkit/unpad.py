@@ -181,6 +181,7 @@ def band(length: int, window: int, device: torch.device) -> torch.Tensor:
     return (offset[None, :] - offset[:, None]).abs() <= window
 
 
+@torch.compiler.disable
 def packed_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -191,7 +192,9 @@ def packed_attention(
     window: int | None = None,
 ) -> torch.Tensor:
     """Attention of packed sequences; each token attends to the real tokens of its sequence
-    (those at most ``window`` positions away, for a local layer).
+    (those at most ``window`` positions away, for a local layer). It runs eagerly inside a
+    ``torch.compile``\ d block (the projections and MLP around it are compiled): its route reads
+    the batch's lengths on the host, so compiled it would recompile for every new batch layout.
 
     Args:
         q: (N, A, D) queries, or (B, A, D) with ``cls_only`` (one query per sequence).

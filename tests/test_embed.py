@@ -73,3 +73,19 @@ def test_bad_embed_options_are_one_line_errors(tmp_path, capsys, extra, message)
     (tmp_path / "in.txt").write_text("text\n")
     assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / "out.safetensors"), *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "tokens"])
+def test_batches_run_longest_first_and_outputs_keep_the_input_order(pooling):
+    from bertkit_plugins.sequence_classification import SequenceClassificationHead
+
+    from bertkit.embed import embed_texts
+    from tests.test_export import tiny
+
+    model = tiny(SequenceClassificationHead(labels=["a", "b"]))
+    texts = ["Oslo .", "EU rejects German call to boycott British lamb .", "Peter flew .", "A much longer line here ."]
+    alone = [embed_texts(model.encoder, model.tokenizer, [t], pooling=pooling)[0][0] for t in texts]
+    vectors, tokens, _ = embed_texts(model.encoder, model.tokenizer, texts, pooling=pooling, batch_size=2)
+    assert [len(t) for t in tokens] == [len(model.tokenizer.encode_batch([t])[0].input_ids) for t in texts]
+    for got, want in zip(vectors, alone, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)

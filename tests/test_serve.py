@@ -51,6 +51,17 @@ def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> N
         assert mine["tags"] == theirs["tags"] and mine["entities"] == theirs["entities"]
 
 
+def test_a_compiled_predictor_gives_the_same_records() -> None:
+    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    want = Predictor.from_model(model, max_length=32).predict(TEXTS)
+    predictor = Predictor.from_model(model, max_length=32).compile()
+    got = predictor.predict(TEXTS)
+    assert predictor.info()["compiled"] and all(b._compiled_call_impl is not None for b in model.encoder.blocks)
+    for mine, theirs in zip(got, want, strict=True):
+        assert mine["label"] == theirs["label"]
+        assert mine["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+
+
 def test_predictor_reads_records_and_names_the_bad_input() -> None:
     predictor = Predictor.from_model(tiny(QuestionAnsweringHead()), max_length=48)
     context = "Peter Blackburn flew to Oslo on Tuesday. " * 6
@@ -146,6 +157,8 @@ def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Pat
     with pytest.raises(ValueError, match=r"embeddings need the torch backend"):
         export_onnx(model, tmp_path / "model.onnx")
         Predictor.load(tmp_path, backend="onnx").embed(["Oslo ."])
+    with pytest.raises(ValueError, match=r"compile needs the torch backend \(this predictor runs onnx\)"):
+        Predictor.load(tmp_path, backend="onnx").compile()
 
 
 def _free_port() -> int:
