@@ -12,10 +12,10 @@ costs with it. MiniLM (all-MiniLM-L6-v2), batches of 32 from the real data.
    run of equal lengths) and ``jagged`` (SDPA over nested jagged tensors). Median milliseconds over
    ``--batches`` batches.
 2. ``steps``: whole training steps (forward, backward, AdamW) of the recipe's model on the same
-   ``(steps + 1) * 32`` examples in random order and in length-grouped order
+   ``steps * 32`` examples (AdamW fused, as ``bertkit fit`` runs it) in random order and in length-grouped order
    (``LengthGroupedSampler``, as ``data.group_by_length``), with the ``padded`` route (the CPU
-   path before length groups) and ``grouped``: real (non-padding) tokens per second over
-   ``--steps`` steps after one untimed step.
+   path before length groups) and ``grouped``: real (non-padding) tokens per second over all
+   ``--steps`` steps, after one untimed warm-up step on other examples.
 
 Data (``--data-dir``, default ``$BERTKIT_DATA_DIR`` or ``../shared/data``): CoNLL-2003 eng.train,
 SST-2 train.tsv, SQuAD v1.1 dev-v1.1.json (windows of 384, doc_stride 128).
@@ -113,20 +113,21 @@ def attention_rows(task: str, lengths: list[int], batches: int, seed: int) -> li
 
 
 def step_rows(task: str, model: BertModule, feats: list[dict], steps: int, seed: int) -> list[dict]:
-    """The same ``(steps + 1) * BATCH`` examples in random order and in length-grouped order."""
+    """The same ``steps * BATCH`` examples, every step timed, in random order and in length-grouped
+    order, each after one untimed warm-up step on another batch (the same for both orders)."""
     collate = partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.head.pad_values)
     pool = [feats[i] for i in torch.randperm(len(feats), generator=torch.Generator().manual_seed(seed))]
-    pool = pool[: (steps + 1) * BATCH]
+    warm_up, pool = collate(pool[:BATCH]), pool[BATCH : (steps + 1) * BATCH]
     grouped = list(LengthGroupedSampler([len(f["input_ids"]) for f in pool], BATCH, seed=seed))
     orders = {"random": list(range(len(pool))), "grouped": grouped}
     rows = []
     for order_name, order in orders.items():
-        batches = [collate([pool[i] for i in order[k * BATCH : (k + 1) * BATCH]]) for k in range(steps + 1)]
+        batches = [warm_up] + [collate([pool[i] for i in order[k * BATCH : (k + 1) * BATCH]]) for k in range(steps)]
         for route in ("padded", "grouped"):
             bertkit.unpad.route = lambda q, p, route=route: route
             torch.manual_seed(seed)
             model.train()
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)  # as bertkit trains
             seconds = tokens = 0.0
             for i, batch in enumerate(batches):
                 start = time.perf_counter()

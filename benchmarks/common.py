@@ -78,9 +78,9 @@ def fit_bertkit(run: Composed, epochs: int) -> dict[str, Any]:
     start = time.perf_counter()
     run.trainer.fit(run.model, datamodule=run.datamodule)
     seconds = time.perf_counter() - start
-    tokens = epochs * sum(len(f["input_ids"]) for f in run.datamodule.features["train"])
+    lengths = [len(f["input_ids"]) for f in run.datamodule.features["train"]]
     scores = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
-    return {"train_seconds": seconds, "train_tokens": tokens, "tokens_per_second": tokens / seconds, "test": scores}
+    return timing(seconds, lengths, epochs) | {"test": scores}
 
 
 def hf_trainer(model: Any, train_rows: list[dict], collator: Any, args: argparse.Namespace, out_dir: Path) -> Any:
@@ -116,8 +116,20 @@ def fit_transformers(trainer: Any, train_rows: list[dict], epochs: int) -> dict[
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
-    tokens = epochs * sum(len(r["input_ids"]) for r in train_rows)
-    return {"train_seconds": seconds, "train_tokens": tokens, "tokens_per_second": tokens / seconds}
+    return timing(seconds, [len(r["input_ids"]) for r in train_rows], epochs)
+
+
+def timing(seconds: float, lengths: list[int], epochs: int) -> dict[str, Any]:
+    """Seconds, real tokens and tokens/s of ``epochs`` over sequences of ``lengths`` tokens, and
+    their token-weighted mean length (sum of squares / sum: what attention's cost per token
+    grows with)."""
+    tokens = epochs * sum(lengths)
+    return {
+        "train_seconds": seconds,
+        "train_tokens": tokens,
+        "tokens_per_second": tokens / seconds,
+        "attention_length": sum(n * n for n in lengths) / sum(lengths),
+    }
 
 
 def machine() -> dict[str, Any]:

@@ -19,6 +19,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -170,6 +171,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--output", type=Path, default=None, help="default: benchmarks/results/pretraining_vs_transformers[_gpu].json"
+    )
     parser.add_argument("--side", choices=["bertkit", "transformers"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:  # a child process: one side, result as JSON on the last line
@@ -193,7 +197,7 @@ def main() -> None:
     result = {
         "machine": machine(),
         "settings": {
-            **{k: v for k, v in vars(args).items() if k != "side"},
+            **{k: v for k, v in vars(args).items() if k not in ("side", "output")},
             "precision": "bf16-mixed" if gpu else "fp32",
         },
         "bertkit": sides["bertkit"],
@@ -202,7 +206,7 @@ def main() -> None:
         "peak_memory_ratio": sides["bertkit"]["peak_memory_mb"] / sides["transformers"]["peak_memory_mb"],
     }
     name = "pretraining_vs_transformers_gpu.json" if gpu else "pretraining_vs_transformers.json"
-    write_result(ROOT / "benchmarks" / "results" / name, result)
+    write_result(args.output or ROOT / "benchmarks" / "results" / name, result)
     print(json.dumps({k: result[k] for k in ("throughput_ratio", "peak_memory_ratio")}))
 
 

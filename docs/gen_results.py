@@ -168,12 +168,66 @@ def gpu_table(path: Path) -> list[str]:
     return [*lines, ""]
 
 
+def performance_tables(path: Path) -> list[str]:
+    """``benchmarks/performance.py``'s file: training (task x side, share of the matmul ceiling)
+    and inference (task x variant x batch size)."""
+    data = json.loads(path.read_text())
+    ceiling = data["matmul_ceiling_gflops"]
+    lines = [
+        (
+            f"`{data['command']}` · `benchmarks/results/{path.name}` · machine: {machine(data)} · "
+            f"recorded {recorded(path, data)}"
+        ),
+        "",
+        (
+            f"Training, real tokens per second, one run per side at a short budget (arguments below); "
+            f"share = useful GFLOP/s (formula in `benchmarks/performance.py`) over the measured fp32 matmul "
+            f"ceiling, {ceiling['used']:,.0f} GFLOP/s (before {ceiling['before']:,.0f}, after {ceiling['after']:,.0f})."
+        ),
+        "",
+        "| task | bertkit tokens/s | transformers tokens/s | × transformers | target | bertkit share | transformers share | budget |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in data["training"]:
+        lines.append(
+            f"| {row['task']} | {row['bertkit_tokens_per_second']:,.0f} | {row['transformers_tokens_per_second']:,.0f} | "
+            f"{row['ratio']:.2f} | ≥ {row['target']:g} | {100 * row['bertkit_ceiling_share']:.0f} % | "
+            f"{100 * row['transformers_ceiling_share']:.0f} % | `{data['budgets'][row['task']]}` |"
+        )
+    inference = data.get("inference")
+    if inference:
+        lines += [
+            "",
+            (
+                f"Inference, the same fine-tuned MiniLM export for every variant "
+                f"({inference['settings']['train_batches']} training batches); score over the test texts at batch 32."
+            ),
+            "",
+            "| task | variant | batch | sentences/s | p50 ms | score |",
+            "|---|---|---|---|---|---|",
+        ]
+        for run in inference["runs"]:
+            score = next((run[k] for k in ("f1", "accuracy") if run.get(k) is not None), None)
+            lines.append(
+                f"| {run['task']} | {run['variant']} | {run['batch_size']} | {run['sentences_per_second']:,.1f} | "
+                f"{run['p50_ms']:.1f} | {'—' if score is None else f'{score:.2f}'} |"
+            )
+        lines += ["", "| task | ratio | value |", "|---|---|---|"]
+        for task, ratios in inference["ratios"].items():
+            lines += [f"| {task} | {name} | {value:.2f} |" for name, value in ratios.items()]
+    return [*lines, ""]
+
+
 def page() -> str:
-    lines = [INTRO, "## Accuracy over seeds", ""]
+    lines = [INTRO]
+    performance = RESULTS / "performance.json"
+    if performance.is_file():
+        lines += ["## Speed against transformers", "", *performance_tables(performance)]
+    lines += ["## Accuracy over seeds", ""]
     for path in sorted(RESULTS.glob("seeds/*/*.json")):
         lines += seed_table(path)
     lines += ["## Single runs", ""]
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in sorted(p for p in RESULTS.glob("*.json") if p.name != "performance.json"):
         lines += gpu_table(path) if path.stem.startswith("gpu_") else run_table(path)
     return "\n".join(lines).rstrip() + "\n"
 

@@ -1,0 +1,197 @@
+"""Inference speed and accuracy: bertkit's ``Predictor`` (what ``bertkit serve`` runs: torch, torch
+compiled, onnxruntime on the exported graph in fp32 and int8) against transformers' ``pipeline``,
+the same fine-tuned checkpoint and the same texts, one text per call (batch 1) and 32 per call.
+
+MiniLM (all-MiniLM-L6-v2) is fine-tuned with each task's recipe for a short budget (one epoch of
+``--train-batches`` batches, validation off) and exported with ``bertkit export --int8 true``;
+every variant then reads that folder. Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
+and the SST-2 recipe's test file. Batch 32: every test text, in calls of 32 in file order;
+batch 1: the first ``--single-texts`` texts, one call each. Sentences/s = texts / seconds of
+calls; p50 = median milliseconds of one call. The score is entity F1 (exact type and word span)
+or accuracy against the gold labels over the batch-32 pass: the accuracy int8 costs is read on
+the same texts.
+
+    BERTKIT_DATA_DIR=../shared/data python benchmarks/inference_vs_transformers.py   # writes benchmarks/results/inference_vs_transformers.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from bertkit_plugins.token_tagging.conll import entities, read_conll
+from provenance import commit, header
+
+from bertkit.inference import Predictor
+from bertkit.io import atomic_path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "inference_vs_transformers.json"
+TASKS = {
+    "conll2003": ("recipes/ner.yaml", "ner/conll2003/eng.testb", "token-classification", "f1"),
+    "sst2": ("recipes/sst2.yaml", "classification/sst2/test.tsv", "text-classification", "accuracy"),
+}
+Gold = list[Any]  # per text: a set of (type, first word, end word) entities, or a label
+
+
+def fine_tune_and_export(recipe: str, work: Path, batches: int) -> Path:
+    """``bertkit fit`` of ``recipe`` for one epoch of ``batches`` batches, then ``bertkit export
+    --int8 true`` of its last checkpoint; the export folder."""
+    bertkit = str(Path(sys.executable).with_name("bertkit"))
+    subprocess.run(
+        [bertkit, "fit", "--config", str(ROOT / recipe), f"--trainer.default_root_dir={work}",
+         "--trainer.max_epochs=1", f"--trainer.limit_train_batches={batches}", "--trainer.limit_val_batches=0",
+         "--trainer.enable_progress_bar=false", "--overwrite=true"],
+        check=True,
+    )  # fmt: skip
+    folder = work / "export"
+    subprocess.run(
+        [bertkit, "export", str(work / "checkpoints" / "last.ckpt"), str(folder), "--int8", "true"], check=True
+    )
+    return folder
+
+
+def texts_and_gold(task: str, path: Path) -> tuple[list[str], Gold]:
+    """The test texts and their gold answers."""
+    if task == "conll2003":
+        sentences = read_conll(path)  # IOB1, read as IOB2
+        return [" ".join(s.words) for s in sentences], [set(entities(s.tags)) for s in sentences]
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [r["sentence"].strip() for r in rows], [r["label"] for r in rows]
+
+
+def score(task: str, predicted: Gold, gold: Gold) -> float:
+    """Entity F1 (micro, exact span and type) or accuracy, in percent."""
+    if task != "conll2003":
+        return 100 * sum(p == g for p, g in zip(predicted, gold, strict=True)) / len(gold)
+    hits = sum(len(p & g) for p, g in zip(predicted, gold, strict=True))
+    found, wanted = sum(map(len, predicted)), sum(map(len, gold))
+    return 200 * hits / (found + wanted) if found + wanted else 100.0
+
+
+def bertkit_answers(task: str, records: list[dict[str, Any]]) -> Gold:
+    if task == "conll2003":
+        return [{(e["type"], *e["words"]) for e in r["entities"]} for r in records]
+    return [r["label"] for r in records]
+
+
+def pipeline_answers(task: str, texts: list[str], outputs: list[Any]) -> Gold:
+    """The pipeline's entities as word spans (the words that their characters touch), or labels."""
+    if task != "conll2003":
+        return [o["label"] for o in outputs]
+    answers = []
+    for text, found in zip(texts, outputs, strict=True):
+        word_of, word = [], 0
+        for char in text:
+            word_of.append(word)
+            word += char == " "
+        answers.append({(e["entity_group"], word_of[e["start"]], word_of[e["end"] - 1] + 1) for e in found})
+    return answers
+
+
+def timed_calls(call: Callable[[list[str]], list[Any]], texts: list[str], size: int) -> tuple[list[Any], list[float]]:
+    """``call`` on ``texts``, ``size`` at a time: its outputs and the seconds of each call."""
+    outputs, seconds = [], []
+    for start in range(0, len(texts), size):
+        begin = time.perf_counter()
+        outputs += call(texts[start : start + size])
+        seconds.append(time.perf_counter() - begin)
+    return outputs, seconds
+
+
+def variants(task: str, folder: Path, kind: str) -> dict[str, Callable[[list[str]], list[Any]]]:
+    """Each variant as texts -> answers comparable with the gold ones."""
+    from transformers import pipeline
+
+    grouped = {"aggregation_strategy": "simple"} if task == "conll2003" else {}  # entities, not word pieces
+    pipe = pipeline(kind, model=str(folder), device=-1, **grouped)
+
+    def with_predictor(predictor: Predictor) -> Callable[[list[str]], list[Any]]:
+        return lambda texts: bertkit_answers(task, predictor.predict(texts))
+
+    return {
+        "bertkit torch": with_predictor(Predictor.load(folder)),
+        "bertkit torch, compiled": with_predictor(Predictor.load(folder).compile()),
+        "bertkit onnxruntime fp32": with_predictor(Predictor.load(folder, backend="onnx")),
+        "bertkit onnxruntime int8": with_predictor(Predictor.load(folder, backend="onnx-int8")),
+        "transformers pipeline": lambda texts: pipeline_answers(task, texts, pipe(texts, batch_size=len(texts))),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train-batches", type=int, default=300)
+    parser.add_argument("--single-texts", type=int, default=300, help="texts timed one call each (batch 1)")
+    parser.add_argument("--work", type=Path, default=Path("runs/inference_vs_transformers"))
+    parser.add_argument("--reuse", action="store_true", help="use the exports already in --work")
+    parser.add_argument("--output", type=Path, default=OUT)
+    args = parser.parse_args()
+    data = Path(os.environ.get("BERTKIT_DATA_DIR", ROOT.parent / "shared" / "data"))
+    if not (data / TASKS["sst2"][1]).is_file():
+        raise SystemExit(f"{data}: no {TASKS['sst2'][1]}; set BERTKIT_DATA_DIR to the real data folder")
+    os.environ["BERTKIT_DATA_DIR"] = str(data)
+    measured = commit()
+    runs, ratios = [], {}
+    for task, (recipe, test_file, kind, metric) in TASKS.items():
+        folder = args.work / task / "export"
+        if not (args.reuse and (folder / "model.int8.onnx").is_file()):
+            folder = fine_tune_and_export(recipe, args.work / task, args.train_batches)
+        texts, gold = texts_and_gold(task, data / test_file)
+        speed = {}
+        for name, call in variants(task, folder, kind).items():
+            call(texts[:64])  # warm-up (and, compiled, most of the compiling)
+            call(texts[:1])
+            for size, subset in ((32, texts), (1, texts[: args.single_texts])):
+                answers, seconds = timed_calls(call, subset, size)
+                speed[name, size] = len(subset) / sum(seconds)
+                runs.append({
+                    "task": task, "variant": name, "batch_size": size, "texts": len(subset),
+                    "sentences_per_second": round(speed[name, size], 1),
+                    "p50_ms": round(1000 * statistics.median(seconds), 2),
+                    metric: round(score(task, answers, gold[: len(subset)]), 2) if size == 32 else None,
+                })  # fmt: skip
+                print(runs[-1], flush=True)
+        ratios[task] = {
+            f"bertkit torch / pipeline, batch {n}": round(
+                speed["bertkit torch", n] / speed["transformers pipeline", n], 2
+            )
+            for n in (1, 32)
+        } | {
+            "bertkit torch / onnxruntime fp32, batch 32": round(
+                speed["bertkit torch", 32] / speed["bertkit onnxruntime fp32", 32], 2
+            ),
+            "onnxruntime int8 / fp32, batch 32": round(
+                speed["bertkit onnxruntime int8", 32] / speed["bertkit onnxruntime fp32", 32], 2
+            ),
+        }
+    import onnxruntime
+    import transformers
+
+    result = header(
+        "inference: bertkit Predictor (torch, compiled, onnxruntime fp32/int8) vs transformers pipeline",
+        "BERTKIT_DATA_DIR=../shared/data python benchmarks/inference_vs_transformers.py",
+        measured,
+        cpu_threads=torch.get_num_threads(),
+        transformers=transformers.__version__,
+        onnxruntime=onnxruntime.__version__,
+    )
+    result["settings"] = {"train_batches": args.train_batches, "model": "all-MiniLM-L6-v2"}
+    result["ratios"], result["runs"] = ratios, runs
+    with atomic_path(args.output) as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""Every speed comparison with transformers, re-measured in one run at a stated short budget: the
+training benchmarks (NER, SST-2, MRPC, RTE, SQuAD, pre-training) with the current recipes, both
+sides in the same run, and the inference benchmark; one JSON, from which ``docs/gen_results.py``
+makes the Results page's performance table.
+
+Each row also gives the share of a measured matmul ceiling that a side's training reaches: the
+ceiling is the fp32 GFLOP/s of a 1024 x 1024 x 1024 matrix product (``torch.mm``, best of 5,
+measured before and after the runs, the higher kept); a step's useful FLOPs are counted on real
+tokens only, the same for both sides (padding is not useful work), by
+
+    FLOPs per real token = 6 (P + 2 L H t)  [+ 6 p H V for masked-LM pre-training]
+
+with P = L (4 H^2 + 2 H I) the weights of the blocks' matrix products (L layers, hidden size H,
+intermediate size I), t the token-weighted mean sequence length (attention's scores and weighted
+sum: 2 H t multiply-adds per token and layer), p the masked fraction (0.15) and V the
+vocabulary (the masked-LM decoder, on masked tokens only). The factor 6 is the forward (2) and
+backward (4) multiply-add count per weight (Kaplan et al. 2020, section 2.1). Embeddings, LayerNorm,
+biases and task heads are left out.
+
+    BERTKIT_DATA_DIR=../shared/data python benchmarks/performance.py   # writes benchmarks/results/performance.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from provenance import commit, header
+
+from bertkit.config import BertConfig
+from bertkit.io import atomic_path
+from bertkit.pretrained import resolve_pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "performance.json"
+MASKED_FRACTION = 0.15
+VOCAB = ROOT.parent / "shared" / "data" / "vocab" / "bert-base-cased"  # pretraining_vs_transformers.py's
+TRAINING = {  # task: (script and its short-budget arguments, the issue's target ratio)
+    "ner": (["ner_vs_transformers.py", "--epochs", "1", "--train-sentences", "2000"], 2.0),
+    "sst2": (["glue_vs_transformers.py", "--task", "sst2", "--epochs", "1", "--train-examples", "4000"], 2.0),
+    "mrpc": (["glue_vs_transformers.py", "--task", "mrpc", "--epochs", "1", "--train-examples", "1000"], 2.0),
+    "rte": (["glue_vs_transformers.py", "--task", "rte", "--epochs", "1", "--train-examples", "800"], 2.0),
+    "squad": (["squad_vs_transformers.py", "--epochs", "1", "--train-articles", "3", "--eval-articles", "2"], 2.0),
+    "pretraining": (["pretraining_vs_transformers.py", "--steps", "40", "--warmup-steps", "10"], 2.5),
+}
+INFERENCE = ["inference_vs_transformers.py"]
+
+
+def matmul_ceiling(n: int = 1024, repeats: int = 5) -> float:
+    """GFLOP/s of the best of ``repeats`` timings of ten fp32 (n, n) x (n, n) products."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(10):
+            a @ b
+        best = min(best, (time.perf_counter() - start) / 10)
+    return 2 * n**3 / best / 1e9
+
+
+def flops_per_token(config: BertConfig, length: float, vocab: int | None) -> float:
+    """The module docstring's formula; ``vocab`` None: no masked-LM decoder."""
+    L, H, I = config.num_hidden_layers, config.hidden_size, config.intermediate_size
+    blocks = 6 * (L * (4 * H * H + 2 * H * I) + 2 * L * H * length)
+    return blocks + (6 * MASKED_FRACTION * H * vocab if vocab else 0)
+
+
+def run_script(arguments: list[str], output: Path) -> dict[str, Any]:
+    """One benchmark script, in its own process, writing ``output``; its result."""
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / arguments[0]), *arguments[1:], "--output", str(output)], check=True
+    )
+    return json.loads(output.read_text())
+
+
+def training_row(task: str, result: dict[str, Any], target: float) -> dict[str, Any]:
+    """Tokens/s of both sides, their ratio, and each side's share of the matmul ceiling."""
+    if task == "pretraining":
+        vocab = len((VOCAB / "vocab.txt").read_text(encoding="utf-8").splitlines())
+        config = BertConfig.preset(result["settings"]["preset"], vocab_size=vocab)
+        length = result["settings"]["max_length"]  # packed instances: about max_length each
+    else:
+        config = BertConfig.from_pretrained(resolve_pretrained("all-MiniLM-L6-v2"))
+        length, vocab = result["bertkit"]["attention_length"], None
+    flops = flops_per_token(config, length, vocab)
+    ours, theirs = result["bertkit"]["tokens_per_second"], result["transformers"]["tokens_per_second"]
+    return {
+        "task": task,
+        "bertkit_tokens_per_second": round(ours, 1),
+        "transformers_tokens_per_second": round(theirs, 1),
+        "ratio": round(ours / theirs, 2),
+        "target": target,
+        "gflop_per_token": round(flops / 1e9, 4),
+        "bertkit_gflops": round(ours * flops / 1e9, 1),
+        "transformers_gflops": round(theirs * flops / 1e9, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=None, help="the tasks to run (and inference), default all")
+    parser.add_argument("--output", type=Path, default=OUT)
+    args = parser.parse_args()
+    measured = commit()
+    ceilings = [matmul_ceiling()]
+    rows, results = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for task, (arguments, target) in TRAINING.items():
+            if args.only is None or task in args.only:
+                results[task] = run_script(arguments, Path(tmp) / f"{task}.json")
+                rows.append(training_row(task, results[task], target))
+                print(rows[-1], flush=True)
+        if args.only is None or "inference" in args.only:
+            results["inference"] = run_script(INFERENCE, Path(tmp) / "inference.json")
+    ceilings.append(matmul_ceiling())
+    ceiling = max(ceilings)
+    for row in rows:
+        for side in ("bertkit", "transformers"):
+            row[f"{side}_ceiling_share"] = round(row[f"{side}_gflops"] / ceiling, 3)
+    result = header(
+        "training and inference speed against transformers, short budget, one run",
+        "BERTKIT_DATA_DIR=../shared/data python benchmarks/performance.py",
+        measured,
+        cpu_threads=torch.get_num_threads(),
+    )
+    result["matmul_ceiling_gflops"] = {
+        "before": round(ceilings[0], 1),
+        "after": round(ceilings[1], 1),
+        "used": round(ceiling, 1),
+    }
+    result["training"] = rows
+    if "inference" in results:
+        result["inference"] = {k: results["inference"][k] for k in ("settings", "ratios", "runs")}
+    result["budgets"] = {task: " ".join(TRAINING[task][0][1:]) for task in TRAINING}
+    result["comparisons"] = {
+        task: {k: v for k, v in r.items() if k not in ("runs",)} for task, r in results.items() if task != "inference"
+    }
+    with atomic_path(args.output) as tmp_file:
+        tmp_file.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
