@@ -154,7 +154,7 @@ def serve(
     port: int = 8000,
     accelerator: str = "auto",
     workers: int = 1,
-    max_tokens: int = 8192,
+    max_tokens: int = 1024,
     max_batch_size: int = 8,
     batch_timeout: float = 0.01,
     timeout: float = 30.0,

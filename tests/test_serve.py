@@ -460,3 +460,23 @@ def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setattr(bertkit.commands, "find_spec", lambda name: None if name == "litserve" else real(name))
     assert main(["serve", "model.ckpt"]) == 2
     assert "pip install 'bertkit[serve]'" in capsys.readouterr().err
+
+
+def test_serve_options_default_to_the_predictor_and_batching_defaults() -> None:
+    import inspect
+
+    import bertkit.commands
+    from bertkit.inference import MAX_TOKENS
+    from bertkit.serve import Batching
+
+    options = inspect.signature(bertkit.commands.serve).parameters
+    assert options["max_tokens"].default == MAX_TOKENS == Batching().max_tokens
+    assert options["max_batch_size"].default == Batching().max_batch_size
+    assert options["batch_timeout"].default == Batching().timeout
+
+
+def test_compile_on_an_onnx_backend_is_refused_before_loading(capsys: pytest.CaptureFixture) -> None:
+    from bertkit.cli import main
+
+    assert main(["serve", "export", "--backend", "onnx", "--compile", "true"]) == 2
+    assert "--compile true compiles the torch model; the onnx backend runs an ONNX graph" in capsys.readouterr().err
