@@ -80,24 +80,30 @@ def score(task: str, predicted: Gold, gold: Gold) -> float:
     return 200 * hits / (found + wanted) if found + wanted else 100.0
 
 
-def bertkit_answers(task: str, records: list[dict[str, Any]]) -> Gold:
-    if task == "conll2003":
-        return [{(e["type"], *e["words"]) for e in r["entities"]} for r in records]
-    return [r["label"] for r in records]
+def word_spans(text: str, found: list[tuple[str, int, int]]) -> set[tuple[str, int, int]]:
+    """Entities given as (type, start, end) characters of ``text`` (words joined by single spaces)
+    as (type, first word, end word): the words their characters touch. Both sides are read this way,
+    whatever words they split the text into (bertkit's pre-tokenizer splits ``U.S.``)."""
+    word_of, word = [], 0
+    for char in text:
+        word_of.append(word)
+        word += char == " "
+    return {(kind, word_of[start], word_of[end - 1] + 1) for kind, start, end in found}
+
+
+def bertkit_answers(task: str, texts: list[str], records: list[dict[str, Any]]) -> Gold:
+    if task != "conll2003":
+        return [r["label"] for r in records]
+    spans = ([(e["type"], e["start"], e["end"]) for e in r["entities"]] for r in records)
+    return [word_spans(text, found) for text, found in zip(texts, spans, strict=True)]
 
 
 def pipeline_answers(task: str, texts: list[str], outputs: list[Any]) -> Gold:
-    """The pipeline's entities as word spans (the words that their characters touch), or labels."""
+    """The pipeline's entities as word spans, or its labels."""
     if task != "conll2003":
         return [o["label"] for o in outputs]
-    answers = []
-    for text, found in zip(texts, outputs, strict=True):
-        word_of, word = [], 0
-        for char in text:
-            word_of.append(word)
-            word += char == " "
-        answers.append({(e["entity_group"], word_of[e["start"]], word_of[e["end"] - 1] + 1) for e in found})
-    return answers
+    spans = ([(e["entity_group"], e["start"], e["end"]) for e in found] for found in outputs)
+    return [word_spans(text, found) for text, found in zip(texts, spans, strict=True)]
 
 
 def timed_calls(call: Callable[[list[str]], list[Any]], texts: list[str], size: int) -> tuple[list[Any], list[float]]:
@@ -118,7 +124,7 @@ def variants(task: str, folder: Path, kind: str) -> dict[str, Callable[[list[str
     pipe = pipeline(kind, model=str(folder), device=-1, **grouped)
 
     def with_predictor(predictor: Predictor) -> Callable[[list[str]], list[Any]]:
-        return lambda texts: bertkit_answers(task, predictor.predict(texts))
+        return lambda texts: bertkit_answers(task, texts, predictor.predict(texts))
 
     return {
         "bertkit torch": with_predictor(Predictor.load(folder)),
