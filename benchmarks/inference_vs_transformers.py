@@ -4,7 +4,7 @@ the same fine-tuned checkpoint and the same texts, one text per call (batch 1) a
 
 MiniLM (all-MiniLM-L6-v2) is fine-tuned with each task's recipe for a short budget (one epoch of
 ``--train-batches`` batches, validation off) and exported with ``bertkit export --int8 true``;
-every variant then reads that folder. Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
+every variant then reads that folder, loaded alone while it is timed. Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
 and the SST-2 recipe's test file. Batch 32: every test text, in calls of 32 in file order;
 batch 1: the first ``--single-texts`` texts, one call each. Sentences/s = texts / seconds of
 calls; p50 = median milliseconds of one call. The score is entity F1 (exact type and word span)
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gc
 import json
 import os
 import statistics
@@ -116,22 +117,30 @@ def timed_calls(call: Callable[[list[str]], list[Any]], texts: list[str], size: 
     return outputs, seconds
 
 
-def variants(task: str, folder: Path, kind: str) -> dict[str, Callable[[list[str]], list[Any]]]:
-    """Each variant as texts -> answers comparable with the gold ones."""
+def variants(task: str, folder: Path, kind: str) -> dict[str, Callable[[], Callable[[list[str]], list[Any]]]]:
+    """Each variant as a builder of texts -> answers comparable with the gold ones: one variant is
+    loaded at a time (no other model's threads or memory around it while it is timed)."""
     from transformers import pipeline
 
-    grouped = {"aggregation_strategy": "simple"} if task == "conll2003" else {}  # entities, not word pieces
-    pipe = pipeline(kind, model=str(folder), device=-1, **grouped)
+    def predictor(backend: str = "torch", compiled: bool = False) -> Callable[[], Callable[[list[str]], list[Any]]]:
+        def build() -> Callable[[list[str]], list[Any]]:
+            loaded = Predictor.load(folder, backend=backend)
+            loaded = loaded.compile() if compiled else loaded
+            return lambda texts: bertkit_answers(task, texts, loaded.predict(texts))
 
-    def with_predictor(predictor: Predictor) -> Callable[[list[str]], list[Any]]:
-        return lambda texts: bertkit_answers(task, texts, predictor.predict(texts))
+        return build
+
+    def transformers_pipeline() -> Callable[[list[str]], list[Any]]:
+        grouped = {"aggregation_strategy": "simple"} if task == "conll2003" else {}  # entities, not word pieces
+        pipe = pipeline(kind, model=str(folder), device=-1, **grouped)
+        return lambda texts: pipeline_answers(task, texts, pipe(texts, batch_size=len(texts)))
 
     return {
-        "bertkit torch": with_predictor(Predictor.load(folder)),
-        "bertkit torch, compiled": with_predictor(Predictor.load(folder).compile()),
-        "bertkit onnxruntime fp32": with_predictor(Predictor.load(folder, backend="onnx")),
-        "bertkit onnxruntime int8": with_predictor(Predictor.load(folder, backend="onnx-int8")),
-        "transformers pipeline": lambda texts: pipeline_answers(task, texts, pipe(texts, batch_size=len(texts))),
+        "bertkit torch": predictor(),
+        "bertkit torch, compiled": predictor(compiled=True),
+        "bertkit onnxruntime fp32": predictor("onnx"),
+        "bertkit onnxruntime int8": predictor("onnx-int8"),
+        "transformers pipeline": transformers_pipeline,
     }
 
 
@@ -155,7 +164,8 @@ def main() -> None:
             folder = fine_tune_and_export(recipe, args.work / task, args.train_batches)
         texts, gold = texts_and_gold(task, data / test_file)
         speed = {}
-        for name, call in variants(task, folder, kind).items():
+        for name, build in variants(task, folder, kind).items():
+            call = build()
             call(texts[:64])  # warm-up (and, compiled, most of the compiling)
             call(texts[:1])
             for size, subset in ((32, texts), (1, texts[: args.single_texts])):
@@ -168,6 +178,8 @@ def main() -> None:
                     metric: round(score(task, answers, gold[: len(subset)]), 2) if size == 32 else None,
                 })  # fmt: skip
                 print(runs[-1], flush=True)
+            del call
+            gc.collect()
         ratios[task] = {
             f"bertkit torch / pipeline, batch {n}": round(
                 speed["bertkit torch", n] / speed["transformers pipeline", n], 2
@@ -192,7 +204,7 @@ def main() -> None:
         transformers=transformers.__version__,
         onnxruntime=onnxruntime.__version__,
     )
-    result["settings"] = {"train_batches": args.train_batches, "model": "all-MiniLM-L6-v2"}
+    result["settings"] = {"train_batches": args.train_batches, "model": "all-MiniLM-L6-v2", "commit": measured}
     result["ratios"], result["runs"] = ratios, runs
     with atomic_path(args.output) as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
