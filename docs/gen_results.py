@@ -200,7 +200,8 @@ def performance_tables(path: Path) -> list[str]:
             "",
             (
                 f"Inference, the same fine-tuned MiniLM export for every variant "
-                f"({inference['settings']['train_batches']} training batches); score over the test texts at batch 32."
+                f"({inference['settings']['train_batches']} training batches; measured at "
+                f"`{inference['settings'].get('commit', data['commit'])}`); score over the test texts at batch 32."
             ),
             "",
             "| task | variant | batch | sentences/s | p50 ms | score |",
