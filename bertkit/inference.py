@@ -145,9 +145,10 @@ class Predictor:
             _description(family.name, head, hidden_size, backend), max_length, max_tokens,
         )  # fmt: skip
 
-    def compile(self) -> Predictor:
-        """Compile each encoder block with ``torch.compile(dynamic=True)`` (as ``BertModule(compile=True)``
-        does for training); returns the predictor. The first calls of each new batch shape are slow while
+    def compile(self, **options: Any) -> Predictor:
+        """Compile each encoder block with ``torch.compile(dynamic=True, **options)`` (as
+        ``BertModule(compile=True)`` does for training; ``options``: ``backend``, ``mode`` …);
+        returns the predictor. The first calls of each new batch shape are slow while
         it compiles; whether it then pays depends on the device (the Results page's speed
         table measures it on a CPU).
 
@@ -157,7 +158,7 @@ class Predictor:
         if self.encoder is None:
             raise ValueError(f"compile needs the torch backend (this predictor runs {self.description['backend']})")
         for block in self.encoder.blocks:
-            block.compile(dynamic=True)
+            block.compile(dynamic=True, **options)
         self.description["compiled"] = True
         return self
 
