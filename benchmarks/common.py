@@ -15,6 +15,8 @@ import argparse
 import inspect
 import json
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -148,3 +150,34 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
     """Write the JSON result atomically."""
     with atomic_path(path) as tmp_file:
         tmp_file.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def fine_tune(recipe: str, work: Path, batches: int) -> Path:
+    """``bertkit fit`` of ``recipe`` (relative to the repository) for one epoch of ``batches``
+    batches, validation off, into ``work``; its last checkpoint."""
+    subprocess.run(
+        [str(Path(sys.executable).with_name("bertkit")), "fit", "--config", str(ROOT / recipe),
+         f"--trainer.default_root_dir={work}", "--trainer.max_epochs=1", f"--trainer.limit_train_batches={batches}",
+         "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false", "--overwrite=true"],
+        check=True,
+    )  # fmt: skip
+    return work / "checkpoints" / "last.ckpt"
+
+
+def matmul_ceiling(size: int, device: str = "cpu", dtype: torch.dtype = torch.float32, repeats: int = 3) -> float:
+    """Dense matmul FLOP/s of (size, size) x (size, size) products in ``dtype`` on ``device``: the
+    best of ``repeats`` timings of 10 products, after 3 untimed ones."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        for _ in range(10):
+            a @ b
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return 10 * 2 * size**3 / best

@@ -45,7 +45,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from common import ROOT, machine, write_result
+from common import ROOT, machine, matmul_ceiling, write_result
 from provenance import started
 
 from bertkit import BertConfig, BertModule
@@ -152,25 +152,6 @@ def useful_flops(batch_lengths: list[int], predictions: int, config: BertConfig)
     L, H, V = config.num_hidden_layers, config.hidden_size, config.vocab_size
     forward = sum(24 * L * H * H * t + 4 * L * H * t * t for t in batch_lengths) + 2 * predictions * (H * H + H * V)
     return 3.0 * forward
-
-
-def matmul_ceiling(size: int, device: str) -> float:
-    """Dense bf16 matmul FLOP/s on this device (best of 3 timings of 10 products)."""
-    if device != "cuda":
-        return float("nan")
-    a = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    best = float("inf")
-    for _ in range(3):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(10):
-            a @ b
-        torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return 10 * 2 * size**3 / best
 
 
 class Clock:
@@ -308,7 +289,8 @@ def main() -> None:
     data = data_dir(args.data_dir)
     vocab = data / "vocab" / "bert-base-cased"
     args.batch_size = {"ner": 32, "sst2": 32, "squad": 32, "pretrain128": 128, "pretrain512": 32}
-    args.ceiling = matmul_ceiling(args.ceiling_size, args.device)
+    gpu = args.device == "cuda"  # the ceiling: dense bf16 products on the GPU (none on a CPU)
+    args.ceiling = matmul_ceiling(args.ceiling_size, "cuda", torch.bfloat16) if gpu else float("nan")
     config = BertConfig.preset(args.preset, vocab_size=28996)
     result: dict[str, Any] = {
         **started("gpu_vs_transformers.py"), "machine": machine(), "preset": args.preset, "precision": "bf16-mixed",

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from bertkit_plugins.token_tagging.conll import entities, read_conll
+from common import fine_tune
 from provenance import commit, header
 
 from bertkit.inference import Predictor
@@ -46,18 +47,11 @@ Gold = list[Any]  # per text: a set of (type, first word, end word) entities, or
 
 
 def fine_tune_and_export(recipe: str, work: Path, batches: int) -> Path:
-    """``bertkit fit`` of ``recipe`` for one epoch of ``batches`` batches, then ``bertkit export
-    --int8 true`` of its last checkpoint; the export folder."""
+    """``common.fine_tune``, then ``bertkit export --int8 true`` of its checkpoint; the export folder."""
+    folder = work / "export"
     bertkit = str(Path(sys.executable).with_name("bertkit"))
     subprocess.run(
-        [bertkit, "fit", "--config", str(ROOT / recipe), f"--trainer.default_root_dir={work}",
-         "--trainer.max_epochs=1", f"--trainer.limit_train_batches={batches}", "--trainer.limit_val_batches=0",
-         "--trainer.enable_progress_bar=false", "--overwrite=true"],
-        check=True,
-    )  # fmt: skip
-    folder = work / "export"
-    subprocess.run(
-        [bertkit, "export", str(work / "checkpoints" / "last.ckpt"), str(folder), "--int8", "true"], check=True
+        [bertkit, "export", str(fine_tune(recipe, work, batches)), str(folder), "--int8", "true"], check=True
     )
     return folder
 

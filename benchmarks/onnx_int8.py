@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import onnxruntime
 import torch
+from common import fine_tune
 from provenance import commit, header
 
 from bertkit import BertModule, compose
@@ -32,17 +31,6 @@ from bertkit.io import atomic_path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "onnx_int8.json"
 TASKS = {"conll2003": ("recipes/ner.yaml", "f1"), "sst2": ("recipes/sst2.yaml", "accuracy")}
-
-
-def fine_tune(recipe: str, work: Path, batches: int) -> Path:
-    """``bertkit fit`` of ``recipe`` for one epoch of ``batches`` batches; its last checkpoint."""
-    subprocess.run(
-        [str(Path(sys.executable).with_name("bertkit")), "fit", "--config", str(ROOT / recipe),
-         f"--trainer.default_root_dir={work}", "--trainer.max_epochs=1", f"--trainer.limit_train_batches={batches}",
-         "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false", "--overwrite=true"],
-        check=True,
-    )  # fmt: skip
-    return work / "checkpoints" / "last.ckpt"
 
 
 def score(model: BertModule, loader, forward) -> tuple[dict[str, float], float]:

@@ -30,11 +30,12 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from common import matmul_ceiling
+from pretraining_vs_transformers import VOCAB
 from provenance import commit, header
 
 from bertkit.config import BertConfig
@@ -44,7 +45,6 @@ from bertkit.pretrained import resolve_pretrained
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "performance.json"
 MASKED_FRACTION = 0.15
-VOCAB = ROOT.parent / "shared" / "data" / "vocab" / "bert-base-cased"  # pretraining_vs_transformers.py's
 TRAINING = {  # task: (script and its short-budget arguments, the issue's target ratio)
     "ner": (["ner_vs_transformers.py", "--epochs", "1", "--train-sentences", "2000"], 2.0),
     "sst2": (["glue_vs_transformers.py", "--task", "sst2", "--epochs", "1", "--train-examples", "4000"], 2.0),
@@ -54,19 +54,6 @@ TRAINING = {  # task: (script and its short-budget arguments, the issue's target
     "pretraining": (["pretraining_vs_transformers.py", "--steps", "40", "--warmup-steps", "10"], 2.5),
 }
 INFERENCE = ["inference_vs_transformers.py"]
-
-
-def matmul_ceiling(n: int = 1024, repeats: int = 5) -> float:
-    """GFLOP/s of the best of ``repeats`` timings of ten fp32 (n, n) x (n, n) products."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(10):
-            a @ b
-        best = min(best, (time.perf_counter() - start) / 10)
-    return 2 * n**3 / best / 1e9
 
 
 def flops_per_token(config: BertConfig, length: float, vocab: int | None) -> float:
@@ -113,7 +100,7 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
     measured = commit()
-    ceilings = [matmul_ceiling()]
+    ceilings = [matmul_ceiling(1024, repeats=5) / 1e9]
     rows, results = [], {}
     with tempfile.TemporaryDirectory() as tmp:
         for task, (arguments, target) in TRAINING.items():
@@ -123,7 +110,7 @@ def main() -> None:
                 print(rows[-1], flush=True)
         if args.only is None or "inference" in args.only:
             results["inference"] = run_script(INFERENCE, Path(tmp) / "inference.json")
-    ceilings.append(matmul_ceiling())
+    ceilings.append(matmul_ceiling(1024, repeats=5) / 1e9)
     ceiling = max(ceilings)
     for row in rows:
         for side in ("bertkit", "transformers"):

@@ -41,18 +41,18 @@ def embed_texts(
     full = tokenizer.encode_batch(texts)
     truncated = sum(len(e.input_ids) > max_length for e in full)
     encoded = tokenizer.encode_batch(texts, max_length=max_length) if truncated else full
-    longest_first = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].input_ids))
+    lengths = [len(e.input_ids) for e in encoded]
+    longest_first = sorted(range(len(encoded)), key=lambda i: -lengths[i])
     vectors: list[torch.Tensor] = [torch.empty(0)] * len(encoded)
     for start in range(0, len(encoded), batch_size):
         rows = longest_first[start : start + batch_size]
-        T = len(encoded[rows[0]].input_ids)
-        ids = torch.tensor(
-            [encoded[i].input_ids + [tokenizer.pad_token_id] * (T - len(encoded[i].input_ids)) for i in rows]
-        )
-        mask = torch.tensor([[1] * len(encoded[i].input_ids) + [0] * (T - len(encoded[i].input_ids)) for i in rows])
+        T = lengths[rows[0]]
+        ids = torch.tensor([encoded[i].input_ids + [tokenizer.pad_token_id] * (T - lengths[i]) for i in rows])
+        mask = torch.tensor([[1] * lengths[i] + [0] * (T - lengths[i]) for i in rows])
         out = encoder(ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), output_hidden_states=True)
         x = token_features(out.hidden_states, features).float()  # (B, T, D)
-        for i, row, n in zip(rows, x, mask.sum(1).tolist()):
+        for i, row in zip(rows, x):
+            n = lengths[i]
             vectors[i] = row[:n] if pooling == "tokens" else row[0] if pooling == "cls" else row[:n].mean(0)
     to_token = tokenizer.backend.id_to_token
     return vectors, [[to_token(i) for i in e.input_ids] for e in encoded], truncated
