@@ -25,7 +25,8 @@ from torch import nn
 
 from bertkit.choices import Features, check
 from bertkit.config import BertConfig
-from bertkit.unpad import Unpadded, packed_attention
+from bertkit.dropout import Dropout
+from bertkit.unpad import Unpadded, attend, packed_attention
 
 # Activation modules by config name; a fresh instance per use (a shared one would carry one
 # model's train/eval mode into every other model).
@@ -94,7 +95,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, E)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, E)
         self.LayerNorm = nn.LayerNorm(E, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor
@@ -150,7 +151,7 @@ class BertSelfAttention(nn.Module):
             return packed_attention(q, k, v, layout, dropout_p, cls_only).reshape(q.shape[0], H)
         B = x.shape[0]
         q, k, v = (t.reshape(B, t.shape[1], A, D).transpose(1, 2) for t in (q, k, v))  # (B, A, T', D)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)  # (B, A, T', D)
+        y = attend(q, k, v, key_mask, dropout_p)  # (B, A, T', D)
         return y.transpose(1, 2).reshape(B, q.shape[2], H)
 
 
@@ -161,7 +162,7 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, y: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         return self.LayerNorm(self.dropout(self.dense(y)) + residual)

@@ -20,6 +20,11 @@ Attention never runs on padding either; ``route`` picks one of three exact imple
   about Σ t² attention work (and dropout draws) instead of B · max(t)². Chosen by measurement
   (``benchmarks/attention_routes.py``) over re-padding the whole batch, one SDPA per run of
   equal lengths, and nested jagged tensors.
+
+Both padded routes gather the packed rows into their blocks with one index per tensor (a padding
+position repeats a real row: it is masked as a key and dropped as a query) and read the
+gradient back through the inverse index (``Gather``). With attention dropout on the CPU the
+attention is SDPA's math with ``bertkit.dropout`` (``attend``).
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from bertkit.dropout import dropout
 
 # With a padding mask, cuDNN's attention spent ~2.8 ms of host time per call on an H100 (torch
 # 2.11, profiled); without it bertkit's BERT-base training steps with attention dropout went from
@@ -49,13 +57,60 @@ GROUP_PADDING = 0.2  # padded attention work a group may add, as a share of its 
 
 
 @dataclass
-class Group:
-    """Sequences of similar length attended together: their indices (G,), packed rows (M,) in
-    group order, and the layout of the group padded to its longest."""
+class Block:
+    """Sequences attended together, padded to the longest of them: ``count`` sequences of
+    ``seq_len`` positions, and their (count, 1, 1, seq_len) key mask (True at real keys; None
+    when none is padded)."""
 
+    count: int
+    seq_len: int
+    key_mask: torch.Tensor | None
+
+
+@dataclass
+class Blocks:
+    """Packed rows (N, ...) gathered into padded blocks of sequences (one SDPA each) and back.
+
+    Attributes:
+        blocks: the blocks, in the order their rows are laid out.
+        gather: (M,) packed row of each position of the blocks, block after block, each
+            (count, seq_len) row-major. A padding position holds its block's first row: it is a
+            masked key and a dropped query, so it adds nothing to outputs or gradients (exactly 0).
+        scatter: (N,) position in the blocks of each packed row.
+        sequences: (B,) the sequences in block order (the queries of ``cls_only``).
+        sequence_order: (B,) position in ``sequences`` of each sequence.
+    """
+
+    blocks: list[Block]
+    gather: torch.Tensor
+    scatter: torch.Tensor
     sequences: torch.Tensor
-    rows: torch.Tensor
-    layout: Unpadded
+    sequence_order: torch.Tensor
+
+    @classmethod
+    def of(cls, members: list[list[int]], offsets: tuple[int, ...], device: torch.device) -> Blocks:
+        """Blocks of the given sequences (indices into the batch, per block) of a packing whose
+        sequence b holds rows ``offsets[b]:offsets[b + 1]``."""
+        blocks, gather, scatter = [], [], [0] * offsets[-1]
+        for seqs in members:
+            lengths = [offsets[b + 1] - offsets[b] for b in seqs]
+            T = max(lengths)
+            for b, n in zip(seqs, lengths):
+                scatter[offsets[b] : offsets[b] + n] = range(len(gather), len(gather) + n)
+                gather += range(offsets[b], offsets[b] + n)
+                gather += [offsets[seqs[0]]] * (T - n)
+            padded = min(lengths) < T
+            key_mask = torch.tensor([[t < n for t in range(T)] for n in lengths], device=device)
+            blocks.append(Block(len(seqs), T, key_mask[:, None, None, :] if padded else None))
+        sequences = [b for seqs in members for b in seqs]
+        order = sorted(range(len(sequences)), key=sequences.__getitem__)
+        as_tensor = lambda values: torch.tensor(values, dtype=torch.long, device=device)
+        return cls(blocks, as_tensor(gather), as_tensor(scatter), as_tensor(sequences), as_tensor(order))
+
+    @property
+    def sizes(self) -> list[int]:
+        """Rows of each block (count * seq_len)."""
+        return [b.count * b.seq_len for b in self.blocks]
 
 
 @dataclass
@@ -71,7 +126,7 @@ class Unpadded:
         max_seqlen: longest real length in the batch.
         batch_size: B.
         seq_len: T.
-        offsets: ``cu_seqlens`` as Python ints (read once per batch, for the length groups).
+        offsets: ``cu_seqlens`` as Python ints (read once per batch, for the blocks of attention).
     """
 
     indices: torch.Tensor
@@ -134,21 +189,18 @@ class Unpadded:
         return [b - a for a, b in pairwise(self.offsets)]
 
     @cached_property
-    def key_mask(self) -> torch.Tensor:
-        """(B, 1, 1, T) boolean mask, True at real keys (for the padded route; made once per batch)."""
-        mask = torch.zeros(self.batch_size * self.seq_len, dtype=torch.bool, device=self.indices.device)
-        mask[self.indices] = True
-        return mask.view(self.batch_size, 1, 1, self.seq_len)
+    def whole(self) -> Blocks:
+        """One block: the batch padded to its longest sequence (made once per batch)."""
+        return Blocks.of([list(range(self.batch_size))], self.offsets, self.indices.device)
 
     @cached_property
-    def groups(self) -> list[Group]:
-        """The sequences sorted by length (longest first) and cut into groups in which padding to
-        the group's longest stays within ``GROUP_PADDING`` of the group's attention work
+    def groups(self) -> Blocks:
+        """The sequences sorted by length (longest first) and cut into blocks in which padding to
+        the block's longest stays within ``GROUP_PADDING`` of the block's attention work
         (Σ longest² against Σ t²); made once per batch, on the CPU route."""
         lengths = self.lengths
         order = sorted(range(len(lengths)), key=lambda b: -lengths[b])
-        device = self.indices.device
-        out, start = [], 0
+        members, start = [], 0
         while start < len(order):
             end, top, work = start + 1, lengths[order[start]], lengths[order[start]] ** 2
             while end < len(order) and (end + 1 - start) * top**2 <= (1 + GROUP_PADDING) * (
@@ -156,12 +208,9 @@ class Unpadded:
             ):
                 work += lengths[order[end]] ** 2
                 end += 1
-            members = order[start:end]
-            mask = torch.tensor([[1] * lengths[b] + [0] * (top - lengths[b]) for b in members], device=device)
-            rows = torch.cat([torch.arange(self.offsets[b], self.offsets[b + 1], device=device) for b in members])
-            out.append(Group(torch.tensor(members, device=device), rows, Unpadded.from_mask(mask)))
+            members.append(order[start:end])
             start = end
-        return out
+        return Blocks.of(members, self.offsets, self.indices.device)
 
 
 def route(q: torch.Tensor, dropout_p: float) -> str:
@@ -222,6 +271,24 @@ def packed_attention(
     return grouped_attention(q, k, v, layout, dropout_p, cls_only, window)
 
 
+class Gather(torch.autograd.Function):
+    """``x[index]`` whose gradient is ``grad[inverse]``: each row of ``x`` sits once at
+    ``inverse`` in the output, and every other output position (padding: a masked key, a dropped
+    query) gets exactly zero gradient, so reading the gradient back is exact and avoids the
+    zero-filled accumulating scatter of ``x[index]``'s own backward (measured ~8 % of a MiniLM
+    NER training step)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(inverse)
+        return x[index]
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (inverse,) = ctx.saved_tensors
+        return grad[inverse], None, None
+
+
 def padded_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -231,19 +298,9 @@ def padded_attention(
     cls_only: bool,
     window: int | None,
 ) -> torch.Tensor:
-    """One SDPA over (B, A, T, D) re-padded queries, keys and values with the key-padding mask
-    (``packed_attention``'s arguments and result)."""
-    kp, vp = (layout.pad(t).transpose(1, 2) for t in (k, v))  # (B, A, T, D)
-    qp = q.unsqueeze(2) if cls_only else layout.pad(q).transpose(1, 2)  # (B, A, 1 or T, D)
-    T = layout.seq_len
-    mask = None if min(layout.lengths) == T else layout.key_mask  # (B, 1, 1, T); None: no padding
-    if window is not None:  # a padding query sees itself, so that no row is fully masked (NaN gradients)
-        eye = torch.eye(T, dtype=torch.bool, device=q.device)
-        mask = band(T, window, q.device) if mask is None else (mask & band(T, window, q.device)) | eye
-        mask = mask[..., :1, :] if cls_only else mask
-    with sdpa_kernel(ANY_BACKEND if mask is None else WITHOUT_CUDNN):
-        y = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, dropout_p=dropout_p)  # (B, A, T', D)
-    return y.squeeze(2) if cls_only else layout.unpad(y.transpose(1, 2))
+    """One SDPA over the batch re-padded to its longest sequence ((B, A, T, D) queries, keys and
+    values), with the key-padding mask (``packed_attention``'s arguments and result)."""
+    return blocked_attention(q, k, v, layout.whole, dropout_p, cls_only, window)
 
 
 def grouped_attention(
@@ -257,14 +314,56 @@ def grouped_attention(
 ) -> torch.Tensor:
     """One padded SDPA per group of similar lengths (``Unpadded.groups``; ``packed_attention``'s
     arguments and result)."""
-    groups = layout.groups
-    if len(groups) == 1:
-        return padded_attention(q, k, v, layout, dropout_p, cls_only, window)
-    out = [
-        padded_attention(
-            q[g.sequences] if cls_only else q[g.rows], k[g.rows], v[g.rows], g.layout, dropout_p, cls_only, window
-        )
-        for g in groups
-    ]
-    order = torch.cat([g.sequences if cls_only else g.rows for g in groups])
-    return torch.cat(out)[torch.argsort(order)]
+    return blocked_attention(q, k, v, layout.groups, dropout_p, cls_only, window)
+
+
+def attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> torch.Tensor:
+    """Scaled dot-product attention of (G, A, T', D) queries over (G, A, T, D) keys and values,
+    ``mask`` (broadcast to (G, A, T', T), True = attend) or None. With attention dropout on the
+    CPU it runs SDPA's math (softmax(q kᵀ / √D), dropout, @ v) with ``bertkit.dropout``: torch's
+    SDPA would use the per-element ``bernoulli_`` that ``bertkit.dropout`` avoids."""
+    if dropout_p and not q.is_cuda:
+        scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)  # (G, A, T', T)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return dropout(scores.softmax(-1), dropout_p) @ v
+    with sdpa_kernel(ANY_BACKEND if mask is None else WITHOUT_CUDNN):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+def blocked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    plan: Blocks,
+    dropout_p: float,
+    cls_only: bool,
+    window: int | None,
+) -> torch.Tensor:
+    """One SDPA per block of ``plan``: keys and values (and queries) gathered once into the
+    padded blocks, the outputs gathered back (``packed_attention``'s other arguments and result;
+    a padding query sees itself under a window, so that no row is fully masked)."""
+    A, D = k.shape[1:]
+    keys, values = (Gather.apply(t, plan.gather, plan.scatter) for t in (k, v))  # (M, A, D)
+    if cls_only:
+        queries = Gather.apply(q, plan.sequences, plan.sequence_order)  # (B, A, D)
+    else:
+        queries = Gather.apply(q, plan.gather, plan.scatter)  # (M, A, D)
+    query_sizes = [b.count for b in plan.blocks] if cls_only else plan.sizes
+    out = []
+    for block, qb, kb, vb in zip(
+        plan.blocks, queries.split(query_sizes), keys.split(plan.sizes), values.split(plan.sizes)
+    ):
+        G, T = block.count, block.seq_len
+        kp, vp = (t.view(G, T, A, D).transpose(1, 2) for t in (kb, vb))  # (G, A, T, D)
+        qp = qb.unsqueeze(2) if cls_only else qb.view(G, T, A, D).transpose(1, 2)  # (G, A, 1 or T, D)
+        mask = block.key_mask  # (G, 1, 1, T) or None
+        if window is not None:
+            near = band(T, window, q.device)
+            mask = near if mask is None else (mask & near) | torch.eye(T, dtype=torch.bool, device=q.device)
+            mask = mask[..., :1, :] if cls_only else mask
+        y = attend(qp, kp, vp, mask, dropout_p)  # (G, A, T', D)
+        out.append(y.squeeze(2) if cls_only else y.transpose(1, 2).reshape(G * T, A, D))
+    return torch.cat(out)[plan.sequence_order if cls_only else plan.scatter]

@@ -76,8 +76,11 @@ def test_groups_of_similar_lengths_are_one_call_each(monkeypatch):
     """Longest first; a group grows while padding adds at most GROUP_PADDING (20 %) of its Σ t²."""
     layout = Unpadded.from_mask(torch.tensor([[1] * n + [0] * (40 - n) for n in [40, 38, 12, 11, 10, 3, 39, 2]]))
     assert layout.offsets == (0, 40, 78, 90, 101, 111, 114, 153, 155) and layout.max_seqlen == 40
-    assert [g.sequences.tolist() for g in layout.groups] == [[0, 6, 1], [2, 3, 4], [5], [7]]
-    assert [g.layout.lengths for g in layout.groups] == [[40, 39, 38], [12, 11, 10], [3], [2]]
+    blocks = layout.groups
+    assert blocks.sequences.tolist() == [0, 6, 1, 2, 3, 4, 5, 7]
+    assert [(b.count, b.seq_len) for b in blocks.blocks] == [(3, 40), (3, 12), (1, 3), (1, 2)]
+    assert blocks.blocks[0].key_mask.sum(-1).flatten().tolist() == [40, 39, 38]
+    assert blocks.blocks[2].key_mask is None  # one sequence: nothing padded, no mask
     calls = []
     sdpa = F.scaled_dot_product_attention
     monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **k: calls.append(q.shape) or sdpa(q, *a, **k))
@@ -109,8 +112,8 @@ def test_attention_dropout_reaches_the_kernel(monkeypatch):
     from bertkit import BertConfig, BertEncoder
 
     seen = []
-    sdpa = F.scaled_dot_product_attention
-    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: seen.append(k["dropout_p"]) or sdpa(*a, **k))
+    attend = bertkit.unpad.attend
+    monkeypatch.setattr(bertkit.unpad, "attend", lambda *a: seen.append(a[4]) or attend(*a))
     config = BertConfig.preset("tiny", vocab_size=100)
     config.hidden_dropout_prob = 0.0
     ids = torch.randint(5, 100, (3, 7))
@@ -125,3 +128,23 @@ def test_attention_dropout_reaches_the_kernel(monkeypatch):
         assert not torch.equal(a[mask.bool()], b[mask.bool()])
         a[mask.bool()].sum().backward()
         assert all(p.grad is not None for p in encoder.encoder.parameters())
+
+
+@settings(max_examples=25, deadline=None)
+@given(lengths=lengths_lists, queries=st.sampled_from(["all", "first"]), seed=st.integers(0, 2**16))
+def test_cpu_attention_with_dropout_is_sdpa_math(lengths, queries, seed):
+    """On the CPU, attention with dropout runs its own math (softmax(q kᵀ / √D), dropout, @ v):
+    with the draw fixed to keep everything, it equals SDPA without dropout, outputs and gradients."""
+    g = torch.Generator().manual_seed(seed)
+    B, A, T, D = len(lengths), 2, max(lengths), 4
+    q, k, v = (torch.randn(B, A, T, D, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    q_in = q[:, :, :1] if queries == "first" else q
+    mask = torch.tensor([[t < n for t in range(T)] for n in lengths])[:, None, None, :]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bertkit.unpad, "dropout", lambda x, p: x)
+        ours = bertkit.unpad.attend(q_in, k, v, mask, 0.1)
+    theirs = F.scaled_dot_product_attention(q_in, k, v, attn_mask=mask)
+    assert (ours - theirs).abs().max() <= 1e-10
+    upstream = torch.randn(ours.shape, generator=g, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(ours, (q, k, v), upstream), torch.autograd.grad(theirs, (q, k, v), upstream)):
+        assert (a - b).abs().max() <= 1e-10

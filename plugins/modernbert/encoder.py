@@ -28,14 +28,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from bertkit.config import PRESETS, BertConfig, Preset
+from bertkit.dropout import Dropout, dropout
 from bertkit.encoders import EncoderFamily
 from bertkit.io import read_json
 from bertkit.model import ACTIVATIONS, EncoderOutput, first_tokens
-from bertkit.unpad import Unpadded, band, packed_attention
+from bertkit.unpad import Unpadded, attend, band, packed_attention
 
 # config.json names of transformers' ModernBertConfig -> the BertConfig names bertkit's heads read
 _HF_NAMES = {
@@ -160,7 +160,7 @@ class ModernBertEmbeddings(nn.Module):
         super().__init__()
         self.tok_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, config.pad_token_id)
         self.norm = _norm(config)
-        self.drop = nn.Dropout(config.hidden_dropout_prob)
+        self.drop = Dropout(config.hidden_dropout_prob)
 
     @property
     def word_embeddings(self) -> nn.Embedding:
@@ -206,8 +206,8 @@ class ModernBertAttention(nn.Module):
             y = packed_attention(q, k, v, layout, dropout_p, window=self.window)  # (N, A, D)
         else:
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, A, T, D)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p).transpose(1, 2)
-        return F.dropout(self.Wo(y.flatten(-2)), dropout_p, self.training)
+            y = attend(q, k, v, mask, dropout_p).transpose(1, 2)
+        return dropout(self.Wo(y.flatten(-2)), dropout_p, self.training)
 
 
 class ModernBertMLP(nn.Module):
@@ -217,7 +217,7 @@ class ModernBertMLP(nn.Module):
         super().__init__()
         self.Wi = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
         self.act = ACTIVATIONS[config.hidden_act]()
-        self.drop = nn.Dropout(config.mlp_dropout)
+        self.drop = Dropout(config.mlp_dropout)
         self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from bertkit.config import BertConfig, Preset
+from bertkit.dropout import Dropout
 from bertkit.encoders import EncoderFamily
 from bertkit.model import BertEncoder, BertPooler
 from bertkit.tokenizer import BertTokenizer
@@ -69,7 +70,7 @@ class RobertaPooler(BertPooler):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob)
 
     def forward(self, cls: torch.Tensor) -> torch.Tensor:
         return super().forward(self.dropout(cls))  # (B, H) -> (B, H)

@@ -30,6 +30,7 @@ from torch import nn
 
 from bertkit.choices import check
 from bertkit.config import BertConfig
+from bertkit.dropout import Dropout
 from bertkit.heads import Batch, Feature, Head
 from bertkit.model import EncoderOutput
 from bertkit.samples import sample_files
@@ -186,7 +187,7 @@ class SequenceClassificationHead(Head):
                 f"model.head.class_weights has {len(hp.class_weights)} weights for {num_outputs} labels {hp.labels}"
             )
         self.label_ids = {label: i for i, label in enumerate(hp.labels or [])}
-        self.dropout = nn.Dropout(hp.classifier_dropout)
+        self.dropout = Dropout(hp.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_outputs)
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
         nn.init.zeros_(self.classifier.bias)

@@ -22,6 +22,7 @@ from torch import nn
 
 from bertkit.choices import check
 from bertkit.config import BertConfig
+from bertkit.dropout import Dropout
 from bertkit.heads import Batch, Feature, Head, by_example
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
@@ -113,7 +114,7 @@ class TokenTaggingHead(Head):
         return {"id2label": dict(enumerate(self.tags)), "label2id": {t: i for i, t in enumerate(self.tags)}}
 
     def build(self, config: BertConfig) -> None:
-        self.dropout = nn.Dropout(self.hparams.classifier_dropout)
+        self.dropout = Dropout(self.hparams.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, len(self.tags))
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
         nn.init.zeros_(self.classifier.bias)

@@ -30,6 +30,7 @@ from bertkit_plugins.token_tagging.span_metric import SpanF1, keep_best
 from torch import nn
 
 from bertkit.config import BertConfig
+from bertkit.dropout import Dropout
 from bertkit.heads import Batch, Feature, by_example
 from bertkit.model import EncoderOutput
 from bertkit.tokenizer import BertTokenizer
@@ -134,7 +135,7 @@ class SpanHead(TokenTaggingHead):
 
     def build(self, config: BertConfig) -> None:
         hp = self.hparams
-        self.dropout = nn.Dropout(hp.classifier_dropout)
+        self.dropout = Dropout(hp.classifier_dropout)
         self.width_embedding = nn.Embedding(hp.max_span_width, hp.width_embedding_size)
         self.classifier = nn.Linear(2 * config.hidden_size + hp.width_embedding_size, len(self.types) + 1)
         for layer in (self.width_embedding, self.classifier):
