@@ -7,7 +7,8 @@ MiniLM (all-MiniLM-L6-v2) is fine-tuned with each task's recipe for a short budg
 every variant then reads that folder, loaded alone while it is timed. Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
 and the SST-2 recipe's test file. Batch 32: every test text, in calls of 32 in file order;
 batch 1: the first ``--single-texts`` texts, one call each. Sentences/s = texts / seconds of
-calls; p50 = median milliseconds of one call. The score is entity F1 (exact type and word span)
+calls; p50 = median milliseconds of one call; tokens = the real tokens bertkit's tokenizer makes of
+the timed texts (the same useful work for every variant). The score is entity F1 (exact type and word span)
 or accuracy against the gold labels over the batch-32 pass: the accuracy int8 costs is read on
 the same texts.
 
@@ -101,6 +102,16 @@ def pipeline_answers(task: str, texts: list[str], outputs: list[Any]) -> Gold:
     return [word_spans(text, found) for text, found in zip(texts, spans, strict=True)]
 
 
+def token_counts(folder: Path, texts: list[str]) -> list[int]:
+    """Real tokens of each text as bertkit's predictor feeds it to the encoder (summed over
+    windows)."""
+    loaded = Predictor.load(folder)
+    counts = [0] * len(texts)
+    for feature in loaded.head.featurize(loaded.examples(texts), loaded.tokenizer, loaded.max_length):
+        counts[feature["example_index"]] += len(feature["input_ids"])
+    return counts
+
+
 def timed_calls(call: Callable[[list[str]], list[Any]], texts: list[str], size: int) -> tuple[list[Any], list[float]]:
     """``call`` on ``texts``, ``size`` at a time: its outputs and the seconds of each call."""
     outputs, seconds = [], []
@@ -157,6 +168,7 @@ def main() -> None:
         if not (args.reuse and (folder / "model.int8.onnx").is_file()):
             folder = fine_tune_and_export(recipe, args.work / task, args.train_batches)
         texts, gold = texts_and_gold(task, data / test_file)
+        tokens = token_counts(folder, texts)
         speed = {}
         for name, build in variants(task, folder, kind).items():
             call = build()
@@ -167,6 +179,8 @@ def main() -> None:
                 speed[name, size] = len(subset) / sum(seconds)
                 runs.append({
                     "task": task, "variant": name, "batch_size": size, "texts": len(subset),
+                    "tokens": sum(tokens[: len(subset)]),
+                    "attention_length": sum(n * n for n in tokens[: len(subset)]) / sum(tokens[: len(subset)]),
                     "sentences_per_second": round(speed[name, size], 1),
                     "p50_ms": round(1000 * statistics.median(seconds), 2),
                     metric: round(score(task, answers, gold[: len(subset)]), 2) if size == 32 else None,

@@ -18,7 +18,8 @@ backward (4) multiply-add count per weight (Kaplan et al. 2020, section 2.1). Em
 biases and task heads are left out. The count is of useful work, not of the arithmetic a side does:
 bertkit's sentence-level heads (SST-2, MRPC, RTE) run the last block's query, output and MLP on
 [CLS] alone, about 14 % of the counted work for MiniLM that they skip, so their share overstates
-bertkit's use of the hardware by up to that much.
+bertkit's use of the hardware by up to that much. Inference rows count the forward's third of the
+same formula (2 (P + 2 L H t) per real token of the texts, as bertkit's tokenizer makes them).
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/performance.py   # writes benchmarks/results/performance.json
 """
@@ -94,6 +95,20 @@ def training_row(task: str, result: dict[str, Any], target: float) -> dict[str, 
     }
 
 
+def inference_shares(runs: list[dict[str, Any]], ceiling: float) -> list[dict[str, Any]]:
+    """Each inference run with its real tokens/s and its share of the matmul ceiling (forward
+    FLOPs of the encoder on those tokens)."""
+    config = BertConfig.from_pretrained(resolve_pretrained("all-MiniLM-L6-v2"))
+    out = []
+    for run in runs:
+        tokens_per_second = run["sentences_per_second"] * run["tokens"] / run["texts"]
+        gflops = tokens_per_second * flops_per_token(config, run["attention_length"], None) / 3 / 1e9
+        out.append(
+            run | {"tokens_per_second": round(tokens_per_second, 1), "ceiling_share": round(gflops / ceiling, 3)}
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", default=None, help="the tasks to run (and inference), default all")
@@ -128,7 +143,9 @@ def main() -> None:
     }
     result["training"] = rows
     if "inference" in results:
-        result["inference"] = {k: results["inference"][k] for k in ("settings", "ratios", "runs")}
+        inference = results["inference"]
+        runs = inference_shares(inference["runs"], ceiling)
+        result["inference"] = {"settings": inference["settings"], "ratios": inference["ratios"], "runs": runs}
     result["budgets"] = {task: " ".join(TRAINING[task][0][1:]) for task in TRAINING}
     result["comparisons"] = {
         task: {k: v for k, v in r.items() if k not in ("runs",)} for task, r in results.items() if task != "inference"

@@ -201,17 +201,19 @@ def performance_tables(path: Path) -> list[str]:
             (
                 f"Inference, the same fine-tuned MiniLM export for every variant "
                 f"({inference['settings']['train_batches']} training batches; measured at "
-                f"`{inference['settings'].get('commit', data['commit'])}`); score over the test texts at batch 32."
+                f"`{inference['settings'].get('commit', data['commit'])}`); score over the test texts at batch 32; share = the "
+                f"encoder's forward GFLOP/s on the texts' real tokens over the same ceiling."
             ),
             "",
-            "| task | variant | batch | sentences/s | p50 ms | score |",
-            "|---|---|---|---|---|---|",
+            "| task | variant | batch | sentences/s | p50 ms | score | share |",
+            "|---|---|---|---|---|---|---|",
         ]
         for run in inference["runs"]:
             score = next((run[k] for k in ("f1", "accuracy") if run.get(k) is not None), None)
+            share = f"{100 * run['ceiling_share']:.0f} %" if "ceiling_share" in run else "—"
             lines.append(
                 f"| {run['task']} | {run['variant']} | {run['batch_size']} | {run['sentences_per_second']:,.1f} | "
-                f"{run['p50_ms']:.1f} | {'—' if score is None else f'{score:.2f}'} |"
+                f"{run['p50_ms']:.1f} | {'—' if score is None else f'{score:.2f}'} | {share} |"
             )
         lines += ["", "| task | ratio | value |", "|---|---|---|"]
         for task, ratios in inference["ratios"].items():
