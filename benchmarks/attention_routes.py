@@ -10,7 +10,8 @@ costs with it. MiniLM (all-MiniLM-L6-v2), batches of 32 from the real data.
    (bertkit's CPU route: sequences sorted by length and cut into groups whose padding adds at most
    ``GROUP_PADDING`` of their attention work, one padded SDPA each), ``per_sequence`` (one SDPA per
    run of equal lengths) and ``jagged`` (SDPA over nested jagged tensors). Median milliseconds over
-   ``--batches`` batches.
+   ``--batches`` batches. ``padded`` and ``grouped`` are bertkit's (attention with dropout as SDPA's
+   math with ``bertkit.dropout`` on the CPU); ``per_sequence`` and ``jagged`` use SDPA's own dropout.
 2. ``steps``: whole training steps (forward, backward, AdamW) of the recipe's model on the same
    ``steps * 32`` examples (AdamW fused, as ``bertkit fit`` runs it) in random order and in length-grouped order
    (``LengthGroupedSampler``, as ``data.group_by_length``), with the ``padded`` route (the CPU
