@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 
 import pytest
 import torch
@@ -148,6 +149,13 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
     )
     pair = torch.stack([torch.from_numpy(int8_logits)[real].flatten(), logits[real].flatten()])
     assert not torch.equal(pair[0], pair[1]) and torch.corrcoef(pair)[0, 1] > 0.95
+    # every weight product is int8, the query/key/value one (concatenated in the graph) included:
+    # 4 per block (QKV, attention output, MLP in and out); float MatMuls are attention's 2 per block
+    import onnx
+
+    graph = onnx.load(tmp_path / "moved/model.int8.onnx").graph
+    ops = Counter(node.op_type for node in graph.node)
+    assert ops["MatMulInteger"] >= 4 * 6 and ops["MatMul"] == 2 * 6
 
 
 def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(
