@@ -5,8 +5,8 @@ test file), with sizes and inference time, in one run on one machine.
 MiniLM (all-MiniLM-L6-v2) is fine-tuned here with each task's recipe for a short budget (one
 epoch, ``--train-batches`` batches, validation off), exported, and every variant scores the same
 batches of the test split through the head's own metrics: bertkit (torch fp32), ONNX fp32, ONNX
-int8 (ONNX Runtime dynamic quantization, one scale per tensor: what ``--int8 true`` writes) and
-ONNX int8 with one scale per output channel.
+int8 (``quantize_onnx``: ONNX Runtime's transformer optimizer, then dynamic quantization) with one
+scale per tensor, and with one scale per output channel (what ``--int8 true`` writes).
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/onnx_int8.py   # writes benchmarks/results/onnx_int8.json
 """
