@@ -6,7 +6,8 @@
 lanes compared with a threshold), about 7x fewer draws. The drop probability is rounded to a
 multiple of 2^-16 (0.1 -> 0.100006) and the kept elements are scaled by the inverse of the
 rounded keep probability, so the output's expectation is the input, as in torch's dropout.
-On CUDA (Philox, one kernel) and for p outside (0, 1), torch's dropout runs unchanged.
+On every other device (CUDA: Philox, one kernel) and for p outside (0, 1), torch's dropout runs
+unchanged.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     if not training or p == 0.0:
         return x
     dropped = round(p * LANES)
-    if x.is_cuda or not 0 < dropped < LANES:
+    if x.device.type != "cpu" or not 0 < dropped < LANES:
         return F.dropout(x, p, training=True)
     n = x.numel()
     draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)

@@ -324,7 +324,7 @@ def attend(
     ``mask`` (broadcast to (G, A, T', T), True = attend) or None. With attention dropout on the
     CPU it runs SDPA's math (softmax(q kᵀ / √D), dropout, @ v) with ``bertkit.dropout``: torch's
     SDPA would use the per-element ``bernoulli_`` that ``bertkit.dropout`` avoids."""
-    if dropout_p and not q.is_cuda:
+    if dropout_p and q.device.type == "cpu":
         scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-1, -2)  # (G, A, T', T)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
