@@ -42,6 +42,9 @@ def add_common_arguments(parser: argparse.ArgumentParser, epochs: int, lr: float
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a bertkit override (YAML value), repeatable"
     )
     parser.add_argument("--bertkit-only", action="store_true", help="skip the transformers side")
+    parser.add_argument(
+        "--bf16", action="store_true", help="both sides in bf16 autocast (bertkit bf16-mixed, transformers bf16=True)"
+    )
 
 
 def overrides_from(pairs: list[str]) -> dict[str, Any]:
@@ -69,6 +72,7 @@ def compose_quiet(recipe: Path, args: argparse.Namespace, overrides: dict[str, A
         "trainer.logger": False,
         "trainer.enable_checkpointing": False,
         "trainer.enable_progress_bar": False,
+        "trainer.precision": "bf16-mixed" if args.bf16 else "32-true",
     }
     if args.lr is not None:
         settings["model.learning_rate"] = args.lr
@@ -107,6 +111,7 @@ def hf_trainer(model: Any, train_rows: list[dict], collator: Any, args: argparse
         logging_strategy="no",
         report_to=[],
         use_cpu=not torch.cuda.is_available(),
+        bf16=args.bf16,
         dataloader_num_workers=0,
         disable_tqdm=True,
     )

@@ -1,6 +1,8 @@
 """Inference speed and accuracy: bertkit's ``Predictor`` (what ``bertkit serve`` runs: torch, torch
-compiled, onnxruntime on the exported graph in fp32 and int8) against transformers' ``pipeline``,
-the same fine-tuned checkpoint and the same texts, one text per call (batch 1) and 32 per call.
+compiled, torch in bf16, onnxruntime on the exported graph in fp32 and int8) against transformers'
+``pipeline`` in fp32 and bf16 (``dtype=torch.bfloat16``), the same fine-tuned checkpoint and the
+same texts, one text per call (batch 1) and 32 per call. bf16 is fast only on a device that
+computes it natively (``bertkit.precision.native_bf16``: AVX512-BF16 or AMX on a CPU).
 
 MiniLM (all-MiniLM-L6-v2) is fine-tuned with each task's recipe for a short budget (one epoch of
 ``--train-batches`` batches, validation off) and exported with ``bertkit export --int8 true``;
@@ -9,8 +11,8 @@ and the SST-2 recipe's test file. Batch 32: every test text, in calls of 32 in f
 batch 1: the first ``--single-texts`` texts, one call each. Sentences/s = texts / seconds of
 calls; p50 = median milliseconds of one call; tokens = the real tokens bertkit's tokenizer makes of
 the timed texts (the same useful work for every variant). The score is entity F1 (exact type and word span)
-or accuracy against the gold labels over the batch-32 pass: the accuracy int8 costs is read on
-the same texts.
+or accuracy against the gold labels over the batch-32 pass: the accuracy int8 and bf16 cost is
+read on the same texts.
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/inference_vs_transformers.py   # writes benchmarks/results/inference_vs_transformers.json
 """
@@ -127,25 +129,52 @@ def variants(task: str, folder: Path, kind: str) -> dict[str, Callable[[], Calla
     loaded at a time (no other model's threads or memory around it while it is timed)."""
     from transformers import pipeline
 
-    def predictor(backend: str = "torch", compiled: bool = False) -> Callable[[], Callable[[list[str]], list[Any]]]:
+    def predictor(
+        backend: str = "torch", compiled: bool = False, bf16: bool = False
+    ) -> Callable[[], Callable[[list[str]], list[Any]]]:
         def build() -> Callable[[list[str]], list[Any]]:
             loaded = Predictor.load(folder, backend=backend)
+            loaded = loaded.to_bfloat16() if bf16 else loaded
             loaded = loaded.compile() if compiled else loaded
             return lambda texts: bertkit_answers(task, texts, loaded.predict(texts))
 
         return build
 
-    def transformers_pipeline() -> Callable[[list[str]], list[Any]]:
-        grouped = {"aggregation_strategy": "simple"} if task == "conll2003" else {}  # entities, not word pieces
-        pipe = pipeline(kind, model=str(folder), device=-1, **grouped)
-        return lambda texts: pipeline_answers(task, texts, pipe(texts, batch_size=len(texts)))
+    def transformers_pipeline(dtype: torch.dtype = torch.float32) -> Callable[[], Callable[[list[str]], list[Any]]]:
+        def build() -> Callable[[list[str]], list[Any]]:
+            grouped = {"aggregation_strategy": "simple"} if task == "conll2003" else {}  # entities, not word pieces
+            pipe = pipeline(kind, model=str(folder), device=-1, dtype=dtype, **grouped)
+            return lambda texts: pipeline_answers(task, texts, pipe(texts, batch_size=len(texts)))
+
+        return build
 
     return {
         "bertkit torch": predictor(),
         "bertkit torch, compiled": predictor(compiled=True),
+        "bertkit torch, bf16": predictor(bf16=True),
         "bertkit onnxruntime fp32": predictor("onnx"),
         "bertkit onnxruntime int8": predictor("onnx-int8"),
-        "transformers pipeline": transformers_pipeline,
+        "transformers pipeline": transformers_pipeline(),
+        "transformers pipeline, bf16": transformers_pipeline(torch.bfloat16),
+    }
+
+
+def ratios_of(speed: dict[tuple[str, int], float]) -> dict[str, float]:
+    """The ratios of sentences/s the results state, from {(variant, batch size): sentences/s}."""
+
+    def versus(ours: str, theirs: str, n: int) -> float:
+        return round(speed[ours, n] / speed[theirs, n], 2)
+
+    pipelines = ("transformers pipeline", "transformers pipeline, bf16")
+    return {
+        **{f"bertkit torch / pipeline, batch {n}": versus("bertkit torch", pipelines[0], n) for n in (1, 32)},
+        "bertkit torch / onnxruntime fp32, batch 32": versus("bertkit torch", "bertkit onnxruntime fp32", 32),
+        "onnxruntime int8 / fp32, batch 32": versus("bertkit onnxruntime int8", "bertkit onnxruntime fp32", 32),
+        **{
+            f"bertkit torch bf16 / {theirs}, batch {n}": versus("bertkit torch, bf16", theirs, n)
+            for theirs in pipelines
+            for n in (1, 32)
+        },
     }
 
 
@@ -188,24 +217,13 @@ def main() -> None:
                 print(runs[-1], flush=True)
             del call
             gc.collect()
-        ratios[task] = {
-            f"bertkit torch / pipeline, batch {n}": round(
-                speed["bertkit torch", n] / speed["transformers pipeline", n], 2
-            )
-            for n in (1, 32)
-        } | {
-            "bertkit torch / onnxruntime fp32, batch 32": round(
-                speed["bertkit torch", 32] / speed["bertkit onnxruntime fp32", 32], 2
-            ),
-            "onnxruntime int8 / fp32, batch 32": round(
-                speed["bertkit onnxruntime int8", 32] / speed["bertkit onnxruntime fp32", 32], 2
-            ),
-        }
+
+        ratios[task] = ratios_of(speed)
     import onnxruntime
     import transformers
 
     result = header(
-        "inference: bertkit Predictor (torch, compiled, onnxruntime fp32/int8) vs transformers pipeline",
+        "inference: bertkit Predictor (torch fp32/bf16, compiled, onnxruntime fp32/int8) vs transformers pipeline (fp32/bf16)",
         "BERTKIT_DATA_DIR=../shared/data python benchmarks/inference_vs_transformers.py",
         measured,
         cpu_threads=torch.get_num_threads(),

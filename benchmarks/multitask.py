@@ -35,7 +35,7 @@ SCORES = {"ner": "f1", "sst2": "accuracy"}
 def run(recipe: str, steps: int, seed: int, args: argparse.Namespace, extra: dict[str, Any]) -> dict[str, Any]:
     """Fit ``recipe`` for ``steps`` steps, test the last weights; scores in points."""
     settings = {"trainer.max_steps": steps, "data.group_by_length": False} | extra
-    namespace = argparse.Namespace(**vars(args), seed=seed, epochs=1, set=[])
+    namespace = argparse.Namespace(**vars(args), seed=seed, epochs=1, set=[], bf16=False)
     composed = common.compose_quiet(RECIPES / recipe, namespace, settings)
     start = time.perf_counter()
     composed.trainer.fit(composed.model, datamodule=composed.datamodule)

@@ -3,9 +3,13 @@ training benchmarks (NER, SST-2, MRPC, RTE, SQuAD, pre-training) with the curren
 sides in the same run, and the inference benchmark; one JSON, from which ``docs/gen_results.py``
 makes the Results page's performance table.
 
+Every training comparison runs twice: in fp32 (the recipes' precision) and with both sides in bf16
+autocast (bertkit ``trainer.precision=bf16-mixed``, transformers ``bf16=True``; ``--no-bf16``
+skips it, as it should be on a CPU without native bf16, ``bertkit.precision.native_bf16``).
+
 Each row also gives the share of a measured matmul ceiling that a side's training reaches: the
-ceiling is the fp32 GFLOP/s of a 1024 x 1024 x 1024 matrix product (``torch.mm``, best of 5,
-measured before and after the runs, the higher kept); a step's useful FLOPs are counted on real
+ceiling is the GFLOP/s of a 1024 x 1024 x 1024 matrix product in the row's precision (``torch.mm``,
+best of 5, measured before and after the runs, the higher kept); a step's useful FLOPs are counted on real
 tokens only, the same for both sides (padding is not useful work), by
 
     FLOPs per real token = 6 (P + 2 L H t)  [+ 6 p H V for masked-LM pre-training]
@@ -72,8 +76,9 @@ def run_script(arguments: list[str], output: Path) -> dict[str, Any]:
     return json.loads(output.read_text())
 
 
-def training_row(task: str, result: dict[str, Any], target: float) -> dict[str, Any]:
-    """Tokens/s of both sides, their ratio, and each side's share of the matmul ceiling."""
+def training_row(task: str, result: dict[str, Any], target: float | None) -> dict[str, Any]:
+    """Tokens/s of both sides, their ratio, and each side's GFLOP/s (``target`` None: no target
+    for this precision)."""
     if task == "pretraining":
         vocab = len((VOCAB / "vocab.txt").read_text(encoding="utf-8").splitlines())
         config = BertConfig.preset(result["settings"]["preset"], vocab_size=vocab)
@@ -95,41 +100,53 @@ def training_row(task: str, result: dict[str, Any], target: float) -> dict[str, 
     }
 
 
-def inference_shares(runs: list[dict[str, Any]], ceiling: float) -> list[dict[str, Any]]:
-    """Each inference run with its real tokens/s and its share of the matmul ceiling (forward
-    FLOPs of the encoder on those tokens)."""
+def inference_shares(runs: list[dict[str, Any]], ceiling: float, bf16_ceiling: float) -> list[dict[str, Any]]:
+    """Each inference run with its real tokens/s and its share of the matmul ceiling of its
+    precision (bf16 for the bf16 variants, fp32 otherwise; forward FLOPs of the encoder on those
+    tokens)."""
     config = BertConfig.from_pretrained(resolve_pretrained("all-MiniLM-L6-v2"))
     out = []
     for run in runs:
         tokens_per_second = run["sentences_per_second"] * run["tokens"] / run["texts"]
         gflops = tokens_per_second * flops_per_token(config, run["attention_length"], None) / 3 / 1e9
-        out.append(
-            run | {"tokens_per_second": round(tokens_per_second, 1), "ceiling_share": round(gflops / ceiling, 3)}
-        )
+        used = bf16_ceiling if "bf16" in run["variant"] else ceiling
+        out.append(run | {"tokens_per_second": round(tokens_per_second, 1), "ceiling_share": round(gflops / used, 3)})
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", default=None, help="the tasks to run (and inference), default all")
+    parser.add_argument("--no-bf16", action="store_true", help="skip the bf16 training comparisons")
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
     measured = commit()
     ceilings = [matmul_ceiling(1024, repeats=5) / 1e9]
+    bf16_ceilings = [matmul_ceiling(1024, dtype=torch.bfloat16, repeats=5) / 1e9]
     rows, results = [], {}
+    precisions = ["fp32"] + ([] if args.no_bf16 else ["bf16"])
     with tempfile.TemporaryDirectory() as tmp:
-        for task, (arguments, target) in TRAINING.items():
-            if args.only is None or task in args.only:
-                results[task] = run_script(arguments, Path(tmp) / f"{task}.json")
-                rows.append(training_row(task, results[task], target))
-                print(rows[-1], flush=True)
+        for precision in precisions:
+            for task, (arguments, target) in TRAINING.items():
+                if args.only is None or task in args.only:
+                    bf16 = precision == "bf16"
+                    key = f"{task}_bf16" if bf16 else task
+                    results[key] = run_script(arguments + ["--bf16"] * bf16, Path(tmp) / f"{key}.json")
+                    row = training_row(task, results[key], None if bf16 else target)
+                    rows.append({"precision": precision} | row)
+                    print(rows[-1], flush=True)
         if args.only is None or "inference" in args.only:
             results["inference"] = run_script(INFERENCE, Path(tmp) / "inference.json")
     ceilings.append(matmul_ceiling(1024, repeats=5) / 1e9)
+    bf16_ceilings.append(matmul_ceiling(1024, dtype=torch.bfloat16, repeats=5) / 1e9)
     ceiling = max(ceilings)
+    fp32_speed = {r["task"]: r["transformers_tokens_per_second"] for r in rows if r["precision"] == "fp32"}
     for row in rows:
+        used = ceiling if row["precision"] == "fp32" else max(bf16_ceilings)
         for side in ("bertkit", "transformers"):
-            row[f"{side}_ceiling_share"] = round(row[f"{side}_gflops"] / ceiling, 3)
+            row[f"{side}_ceiling_share"] = round(row[f"{side}_gflops"] / used, 3)
+        if row["precision"] == "bf16" and row["task"] in fp32_speed:  # against transformers' default fp32
+            row["ratio_to_transformers_fp32"] = round(row["bertkit_tokens_per_second"] / fp32_speed[row["task"]], 2)
     result = header(
         "training and inference speed against transformers, short budget, one run",
         "BERTKIT_DATA_DIR=../shared/data python benchmarks/performance.py",
@@ -141,14 +158,19 @@ def main() -> None:
         "after": round(ceilings[1], 1),
         "used": round(ceiling, 1),
     }
+    result["bf16_matmul_ceiling_gflops"] = {
+        "before": round(bf16_ceilings[0], 1),
+        "after": round(bf16_ceilings[1], 1),
+        "used": round(max(bf16_ceilings), 1),
+    }
     result["training"] = rows
     if "inference" in results:
         inference = results["inference"]
-        runs = inference_shares(inference["runs"], ceiling)
+        runs = inference_shares(inference["runs"], ceiling, max(bf16_ceilings))
         result["inference"] = {"settings": inference["settings"], "ratios": inference["ratios"], "runs": runs}
     result["budgets"] = {task: " ".join(TRAINING[task][0][1:]) for task in TRAINING}
     result["comparisons"] = {
-        task: {k: v for k, v in r.items() if k not in ("runs",)} for task, r in results.items() if task != "inference"
+        key: {k: v for k, v in r.items() if k not in ("runs",)} for key, r in results.items() if key != "inference"
     }
     with atomic_path(args.output) as tmp_file:
         tmp_file.write_text(json.dumps(result, indent=2) + "\n")

@@ -7,8 +7,8 @@ Both sides train MLM + NSP with dynamic 15 % masking (80/10/10) on the same inst
 corpus, prepared once by ``bertkit prepare`` into runs/bench-pretrain), AdamW, clipping 1.0,
 each through its own trainer (Lightning / transformers ``Trainer``). Each side runs in its own
 process so peak memory (RSS on CPU, ``max_memory_allocated`` on GPU) is its own. Throughput is
-sequences (and real tokens) per second over the steps after ``--warmup-steps``. On a GPU both
-use bf16 autocast. Writes benchmarks/results/pretraining_vs_transformers[_gpu].json.
+sequences (and real tokens) per second over the steps after ``--warmup-steps``. On a GPU, and
+with ``--bf16`` on a CPU, both use bf16 autocast. Writes benchmarks/results/pretraining_vs_transformers[_gpu].json.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def run_bertkit(args: argparse.Namespace) -> dict[str, Any]:
             "trainer.logger": False,
             "trainer.enable_checkpointing": False,
             "trainer.enable_progress_bar": False,
-            "trainer.precision": "bf16-mixed" if gpu else "32-true",
+            "trainer.precision": "bf16-mixed" if gpu or args.bf16 else "32-true",
             "trainer.accelerator": "gpu" if gpu else "cpu",
         },
     )
@@ -153,7 +153,7 @@ def run_transformers(args: argparse.Namespace) -> dict[str, Any]:
         logging_strategy="no",
         report_to=[],
         use_cpu=not gpu,
-        bf16=gpu,
+        bf16=gpu or args.bf16,
         dataloader_num_workers=0,
         disable_tqdm=True,
     )
@@ -171,6 +171,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast on a CPU too (always on a GPU)")
     parser.add_argument(
         "--output", type=Path, default=None, help="default: benchmarks/results/pretraining_vs_transformers[_gpu].json"
     )
@@ -198,7 +199,7 @@ def main() -> None:
         "machine": machine(),
         "settings": {
             **{k: v for k, v in vars(args).items() if k not in ("side", "output")},
-            "precision": "bf16-mixed" if gpu else "fp32",
+            "precision": "bf16-mixed" if gpu or args.bf16 else "fp32",
         },
         "bertkit": sides["bertkit"],
         "transformers": sides["transformers"],

@@ -161,6 +161,7 @@ def serve(
     api_key: str | None = None,
     embed: bool = True,
     compile: bool = False,
+    bf16: bool = False,
 ) -> None:
     """Serve a ``bertkit fit`` checkpoint or a ``bertkit export`` folder over HTTP (LitServe;
     ``pip install 'bertkit[serve]'``): ``POST /predict`` (the records ``bertkit predict``
@@ -184,6 +185,9 @@ def serve(
         embed: serve ``/embed`` (torch backend): a second model process, about 0.5 GB more.
         compile: compile the encoder's blocks (``Predictor.compile``; torch backend): the first
             requests wait while it compiles; the Results page measures what it gains.
+        bf16: run the torch model in bfloat16 (``Predictor.to_bfloat16``): about 1.8x the fp32
+            forward on a CPU with AVX512-BF16 or AMX, slower on one without; the Results page
+            measures its speed and accuracy.
     """
     if find_spec("litserve") is None:
         raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
@@ -196,10 +200,11 @@ def serve(
             "no /embed on the %s backend: its graph ends in the head's logits (--backend torch serves it)", backend
         )
 
-    if compile and backend != "torch":
-        raise ValueError(f"--compile true compiles the torch model; the {backend} backend runs an ONNX graph")
+    for flag, value in (("compile", compile), ("bf16", bf16)):
+        if value and backend != "torch":
+            raise ValueError(f"--{flag} true needs the torch model; the {backend} backend runs an ONNX graph")
     batching = Batching(max_tokens, max_batch_size, batch_timeout)
-    server(model, backend, accelerator, workers, batching, timeout, embed, compile).run(
+    server(model, backend, accelerator, workers, batching, timeout, embed, compile, bf16).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )
 

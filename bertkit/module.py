@@ -21,6 +21,7 @@ from typing_extensions import override
 from bertkit.config import Preset
 from bertkit.encoders import EncoderFamily, encoder_family, family_of
 from bertkit.heads import Batch, Head, head_from_spec
+from bertkit.precision import native_bf16
 from bertkit.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.rng import rng_states, set_rng_states
 from bertkit.tokenizer import BertTokenizer
@@ -257,12 +258,16 @@ class BertModule(pl.LightningModule):
     @override
     def on_fit_start(self) -> None:
         """Say when training on a GPU cannot use FlashAttention (attention dropout is on), and
-        when mixed precision runs on a CPU (``recipes/gpu.yaml`` without a GPU)."""
+        when a reduced precision runs on a CPU that emulates it (``bertkit.precision.native_bf16``)."""
         precision = str(self.trainer.precision)
-        if self.device.type == "cpu" and precision != "32-true" and "mixed" in precision:
+        if (
+            self.device.type == "cpu"
+            and precision not in ("32-true", "32")
+            and not (precision.startswith("bf16") and native_bf16(self.device))
+        ):
             rank_zero_warn(
-                f"trainer.precision {precision} on a CPU: autocast runs on the CPU, which is no faster here than "
-                "32-true and takes more memory (recipes/gpu.yaml is meant for a CUDA GPU)"
+                f"trainer.precision {precision} on a CPU without native support for it: torch emulates it, "
+                "slower than 32-true (bf16 is native on CPUs with AVX512-BF16 or AMX)"
             )
         dropout = self.encoder.config.attention_probs_dropout_prob
         if self.device.type == "cuda" and self.hparams.unpad and dropout > 0:

@@ -106,15 +106,20 @@ class _ModelAPI(ls.LitAPI):
     requests at most, waiting up to ``batch_timeout`` seconds for more. (Request arguments stay
     unannotated: LitServe reads an annotation as the body's schema.)"""
 
-    def __init__(self, model: str, backend: Backend, batching: Batching, compile: bool = False) -> None:
+    def __init__(
+        self, model: str, backend: Backend, batching: Batching, compile: bool = False, bf16: bool = False
+    ) -> None:
         super().__init__(api_path=self.route, max_batch_size=batching.max_batch_size, batch_timeout=batching.timeout)
-        self.model, self.backend, self.max_tokens, self.compile = model, backend, batching.max_tokens, compile
+        self.model, self.backend, self.max_tokens = model, backend, batching.max_tokens
+        self.compile, self.bf16 = compile, bf16
 
     route = ""
     """The route's path."""
 
     def setup(self, device: str) -> None:
         self.predictor = Predictor.load(self.model, self.max_tokens, device, self.backend)
+        if self.bf16:
+            self.predictor.to_bfloat16()
         if self.compile:
             self.predictor.compile()
 
@@ -220,6 +225,7 @@ PAGE = Path(__file__).with_name("serve_page.html")
 def server(
     model: str, backend: Backend = "torch", accelerator: str = "auto", workers: int = 1,
     batching: Batching | None = None, timeout: float = 30.0, embed: bool = True, compile: bool = False,
+    bf16: bool = False,
 ) -> ls.LitServer:  # fmt: skip
     """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
     (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
@@ -228,7 +234,7 @@ def server(
     batching = batching or Batching()
     info = Predictor.load(model, batching.max_tokens, "cpu", backend).info()
     routes = [PredictAPI, EmbedAPI] if embed and backend == "torch" else [PredictAPI]
-    apis = [api(model, backend, batching, compile) for api in routes]
+    apis = [api(model, backend, batching, compile, bf16) for api in routes]
     lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
         middlewares=[JSONBodies],

@@ -168,6 +168,11 @@ def gpu_table(path: Path) -> list[str]:
     return [*lines, ""]
 
 
+def ceiling_text(ceiling: dict[str, float]) -> str:
+    """A measured matmul ceiling as the page states it."""
+    return f"{ceiling['used']:,.0f} GFLOP/s (before {ceiling['before']:,.0f}, after {ceiling['after']:,.0f})"
+
+
 def performance_tables(path: Path) -> list[str]:
     """``benchmarks/performance.py``'s file: training (task x side, share of the matmul ceiling)
     and inference (task x variant x batch size)."""
@@ -180,19 +185,28 @@ def performance_tables(path: Path) -> list[str]:
         ),
         "",
         (
-            f"Training, real tokens per second, one run per side at a short budget (arguments below); "
-            f"share = useful GFLOP/s (formula in `benchmarks/performance.py`) over the measured fp32 matmul "
-            f"ceiling, {ceiling['used']:,.0f} GFLOP/s (before {ceiling['before']:,.0f}, after {ceiling['after']:,.0f})."
+            f"Training, real tokens per second, one run per side at a short budget (arguments below), both "
+            f"sides in the same precision; × transformers fp32 = bertkit in bf16 against transformers in its "
+            f"default fp32. Share = useful GFLOP/s (formula in `benchmarks/performance.py`) over the measured "
+            f"matmul ceiling of the row's precision: fp32 {ceiling_text(ceiling)}"
+            + (
+                f"; bf16 {ceiling_text(data['bf16_matmul_ceiling_gflops'])}."
+                if "bf16_matmul_ceiling_gflops" in data
+                else "."
+            )
         ),
         "",
-        "| task | bertkit tokens/s | transformers tokens/s | × transformers | target | bertkit share | transformers share | budget |",
-        "|---|---|---|---|---|---|---|---|",
+        "| task | precision | bertkit tokens/s | transformers tokens/s | × transformers | × transformers fp32 | target | bertkit share | transformers share | budget |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in data["training"]:
+        versus_fp32, target = row.get("ratio_to_transformers_fp32"), row["target"]
         lines.append(
-            f"| {row['task']} | {row['bertkit_tokens_per_second']:,.0f} | {row['transformers_tokens_per_second']:,.0f} | "
-            f"{row['ratio']:.2f} | ≥ {row['target']:g} | {100 * row['bertkit_ceiling_share']:.0f} % | "
-            f"{100 * row['transformers_ceiling_share']:.0f} % | `{data['budgets'][row['task']]}` |"
+            f"| {row['task']} | {row.get('precision', 'fp32')} | {row['bertkit_tokens_per_second']:,.0f} | "
+            f"{row['transformers_tokens_per_second']:,.0f} | {row['ratio']:.2f} | "
+            f"{'—' if versus_fp32 is None else f'{versus_fp32:.2f}'} | {'—' if target is None else f'≥ {target:g}'} | "
+            f"{100 * row['bertkit_ceiling_share']:.0f} % | {100 * row['transformers_ceiling_share']:.0f} % | "
+            f"`{data['budgets'][row['task']]}` |"
         )
     inference = data.get("inference")
     if inference:
@@ -202,7 +216,8 @@ def performance_tables(path: Path) -> list[str]:
                 f"Inference, the same fine-tuned MiniLM export for every variant "
                 f"({inference['settings']['train_batches']} training batches; measured at "
                 f"`{inference['settings'].get('commit', data['commit'])}`); score over the test texts at batch 32; share = the "
-                f"encoder's forward GFLOP/s on the texts' real tokens over the same ceiling."
+                f"encoder's forward GFLOP/s on the texts' real tokens over the ceiling of the variant's precision "
+                f"(bf16 for bf16 variants, fp32 otherwise)."
             ),
             "",
             "| task | variant | batch | sentences/s | p50 ms | score | share |",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from pytorch_lightning.plugins import MixedPrecision
 
 from bertkit import BertModule, compose
 from bertkit.data import pad_batch
+from bertkit.precision import native_bf16
 from tests.conftest import RECIPE, ROOT, run_bertkit
 from tests.test_classification_train import write_smoke_data
 from tests.test_qa_train import toy_squad
@@ -173,3 +175,20 @@ def test_gpu_overlay_composes_with_a_recipe(tmp_path, monkeypatch):
     assert run.model.hparams.unpad and run.trainer.gradient_clip_val == 1.0
     run.trainer.fit(run.model, datamodule=run.datamodule)
     assert run.trainer.global_step == 2
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_on_a_cpu_warns_only_where_it_is_emulated(native, minilm_dir, monkeypatch):
+    """bf16-mixed is worth it on a CPU with native bf16 (AVX512-BF16, AMX) and slower than fp32 on
+    one without: the warning says so only there."""
+    monkeypatch.setattr("bertkit.module.native_bf16", lambda device: native)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _clip_run("bf16-mixed", str(minilm_dir / "vocab.txt"))
+    emulated = [w for w in caught if "without native support" in str(w.message)]
+    assert len(emulated) == (0 if native else 1), [str(w.message) for w in caught]
+
+
+def test_native_bf16_is_false_where_torch_has_no_probe():
+    assert native_bf16("meta") is False
+    assert isinstance(native_bf16("cpu"), bool)

@@ -29,6 +29,7 @@ from bertkit_plugins.token_tagging import SpanHead, TokenTaggingHead
 
 from bertkit import BertDataModule
 from bertkit.callbacks import prediction_records
+from bertkit.data import pad_batch
 from bertkit.export import export_onnx
 from bertkit.inference import Predictor, save_serving_config
 from tests.conftest import FAST, RECIPE, run_bertkit
@@ -60,6 +61,28 @@ def test_a_compiled_predictor_gives_the_same_records() -> None:
     for mine, theirs in zip(got, want, strict=True):
         assert mine["label"] == theirs["label"]
         assert mine["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+
+
+def test_a_bf16_predictor_runs_in_bf16_and_answers_in_float32() -> None:
+    """Weights and activations in bf16, records and embeddings as fp32 would give them to bf16's
+    precision (8 bits of mantissa: probabilities within 0.02), outputs handed back as float32."""
+    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    fp32 = Predictor.from_model(model, max_length=32)
+    want, want_vectors = fp32.predict(TEXTS), torch.tensor(fp32.embed(TEXTS))
+    predictor = Predictor.from_model(model, max_length=32).to_bfloat16()
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16} and predictor.info()["precision"] == "bf16"
+    assert {v.dtype for v in predictor.forward(_batch(predictor)).values() if v.is_floating_point()} == {torch.float32}
+    for mine, theirs in zip(predictor.predict(TEXTS), want, strict=True):
+        assert mine["probabilities"] == pytest.approx(theirs["probabilities"], abs=0.02)
+    vectors = torch.tensor(predictor.embed(TEXTS))
+    assert torch.nn.functional.cosine_similarity(vectors, want_vectors).min() > 0.999
+
+
+def _batch(predictor: Predictor) -> dict:
+    """The padded batch of ``TEXTS`` the predictor's head makes."""
+    examples = predictor.examples(TEXTS)
+    features = predictor.head.featurize(examples, predictor.tokenizer, predictor.max_length)
+    return pad_batch(list(features), predictor.tokenizer.pad_token_id, predictor.head.pad_values)
 
 
 def test_predictor_reads_records_and_names_the_bad_input() -> None:
@@ -159,6 +182,8 @@ def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Pat
         Predictor.load(tmp_path, backend="onnx").embed(["Oslo ."])
     with pytest.raises(ValueError, match=r"compile needs the torch backend \(this predictor runs onnx\)"):
         Predictor.load(tmp_path, backend="onnx").compile()
+    with pytest.raises(ValueError, match=r"bf16 needs the torch backend \(this predictor runs onnx\)"):
+        Predictor.load(tmp_path, backend="onnx").to_bfloat16()
 
 
 def _free_port() -> int:
@@ -475,8 +500,9 @@ def test_serve_options_default_to_the_predictor_and_batching_defaults() -> None:
     assert options["batch_timeout"].default == Batching().timeout
 
 
-def test_compile_on_an_onnx_backend_is_refused_before_loading(capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize("flag", ["--compile", "--bf16"])
+def test_torch_options_on_an_onnx_backend_are_refused_before_loading(flag: str, capsys: pytest.CaptureFixture) -> None:
     from bertkit.cli import main
 
-    assert main(["serve", "export", "--backend", "onnx", "--compile", "true"]) == 2
-    assert "--compile true compiles the torch model; the onnx backend runs an ONNX graph" in capsys.readouterr().err
+    assert main(["serve", "export", "--backend", "onnx", flag, "true"]) == 2
+    assert f"{flag} true needs the torch model; the onnx backend runs an ONNX graph" in capsys.readouterr().err
