@@ -185,8 +185,8 @@ def serve(
         embed: serve ``/embed`` (torch backend): a second model process, about 0.5 GB more.
         compile: compile the encoder's blocks (``Predictor.compile``; torch backend): the first
             requests wait while it compiles; the Results page measures what it gains.
-        bf16: run the torch model in bfloat16 (``Predictor.to_bfloat16``): about 1.8x the fp32
-            forward on a CPU with AVX512-BF16 or AMX, slower on one without; the Results page
+        bf16: run the torch model in bfloat16 (``Predictor.to_bfloat16``): faster than fp32 on a
+            GPU and on a CPU with AVX512-BF16 or AMX, slower on one without; the Results page
             measures its speed and accuracy.
     """
     if find_spec("litserve") is None:

@@ -169,9 +169,9 @@ class Predictor:
         """Run the torch model in bfloat16, weights and activations (torch's CPU and CUDA kernels
         accumulate LayerNorm, softmax and GELU in fp32); the head's outputs and ``embed``'s
         vectors come back as float32. Where the device computes bf16 natively
-        (``bertkit.precision.native_bf16``) the forward pass is about 1.8x faster than fp32 on a
-        CPU; elsewhere it is slower, and a warning says so. The Results page measures the speed
-        and what it changes in accuracy; returns the predictor.
+        (``bertkit.precision.native_bf16``) the forward pass is faster than in fp32; elsewhere it
+        is slower, and a warning says so. The Results page measures the speed and what it
+        changes in accuracy; returns the predictor.
 
         Raises:
             ValueError: an ONNX backend (its graph is fp32 or int8).

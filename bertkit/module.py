@@ -262,7 +262,7 @@ class BertModule(pl.LightningModule):
         precision = str(self.trainer.precision)
         if (
             self.device.type == "cpu"
-            and precision not in ("32-true", "32")
+            and precision.startswith(("16", "bf16"))
             and not (precision.startswith("bf16") and native_bf16(self.device))
         ):
             rank_zero_warn(

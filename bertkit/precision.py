@@ -9,7 +9,7 @@ def native_bf16(device: torch.device | str) -> bool:
     """True where bf16 matrix products run on the hardware: a CUDA GPU of compute capability 8.0
     or later (``torch.cuda.is_bf16_supported``), or an x86 CPU with AVX512-BF16 or AMX (Intel
     Cooper Lake / Sapphire Rapids and later, AMD Zen 4 and later), where oneDNN's bf16 products
-    run at about twice the fp32 rate (2.2-2.6x measured on a 2-core Zen 4 VM). Elsewhere torch
+    outrun fp32 ones (``benchmarks/performance.py`` measures both rates). Elsewhere torch
     emulates bf16 through fp32, which is slower than fp32 itself."""
     kind = torch.device(device).type
     if kind == "cuda":
