@@ -217,7 +217,6 @@ def main() -> None:
                 print(runs[-1], flush=True)
             del call
             gc.collect()
-
         ratios[task] = ratios_of(speed)
     import onnxruntime
     import transformers

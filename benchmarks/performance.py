@@ -139,10 +139,10 @@ def main() -> None:
             results["inference"] = run_script(INFERENCE, Path(tmp) / "inference.json")
     ceilings.append(matmul_ceiling(1024, repeats=5) / 1e9)
     bf16_ceilings.append(matmul_ceiling(1024, dtype=torch.bfloat16, repeats=5) / 1e9)
-    ceiling = max(ceilings)
+    ceiling, bf16_ceiling = max(ceilings), max(bf16_ceilings)
     fp32_speed = {r["task"]: r["transformers_tokens_per_second"] for r in rows if r["precision"] == "fp32"}
     for row in rows:
-        used = ceiling if row["precision"] == "fp32" else max(bf16_ceilings)
+        used = ceiling if row["precision"] == "fp32" else bf16_ceiling
         for side in ("bertkit", "transformers"):
             row[f"{side}_ceiling_share"] = round(row[f"{side}_gflops"] / used, 3)
         if row["precision"] == "bf16" and row["task"] in fp32_speed:  # against transformers' default fp32
@@ -161,12 +161,12 @@ def main() -> None:
     result["bf16_matmul_ceiling_gflops"] = {
         "before": round(bf16_ceilings[0], 1),
         "after": round(bf16_ceilings[1], 1),
-        "used": round(max(bf16_ceilings), 1),
+        "used": round(bf16_ceiling, 1),
     }
     result["training"] = rows
     if "inference" in results:
         inference = results["inference"]
-        runs = inference_shares(inference["runs"], ceiling, max(bf16_ceilings))
+        runs = inference_shares(inference["runs"], ceiling, bf16_ceiling)
         result["inference"] = {"settings": inference["settings"], "ratios": inference["ratios"], "runs": runs}
     result["budgets"] = {task: " ".join(TRAINING[task][0][1:]) for task in TRAINING}
     result["comparisons"] = {

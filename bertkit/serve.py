@@ -232,7 +232,8 @@ def server(
     ``/embed`` on an ONNX backend, whose graph ends in the head's logits); the model is loaded
     once here, so that one that cannot load stops start-up."""
     batching = batching or Batching()
-    info = Predictor.load(model, batching.max_tokens, "cpu", backend).info()
+    loaded = Predictor.load(model, batching.max_tokens, "cpu", backend)
+    info = (loaded.to_bfloat16() if bf16 else loaded).info()  # /info states the precision served
     routes = [PredictAPI, EmbedAPI] if embed and backend == "torch" else [PredictAPI]
     apis = [api(model, backend, batching, compile, bf16) for api in routes]
     lit_server = DrainingServer(

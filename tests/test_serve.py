@@ -337,6 +337,7 @@ def test_serve_routes_follow_the_backend_and_embed_option(ner_checkpoint: Path) 
 
     assert {"/", "/predict", "/embed", "/info", "/health"} <= routes()
     assert "/embed" not in routes(embed=False) and "/predict" in routes(embed=False)
+    assert server(str(ner_checkpoint), bf16=True).model_metadata["precision"] == "bf16"  # what /info answers
 
 
 def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
