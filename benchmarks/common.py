@@ -171,18 +171,23 @@ def fine_tune(recipe: str, work: Path, batches: int) -> Path:
 
 def matmul_ceiling(size: int, device: str = "cpu", dtype: torch.dtype = torch.float32, repeats: int = 3) -> float:
     """Dense matmul FLOP/s of (size, size) x (size, size) products in ``dtype`` on ``device``: the
-    best of ``repeats`` timings of 10 products, after 3 untimed ones."""
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
+    best of ``repeats`` timings of 10 products, after 3 untimed ones. ``torch.int8``: int8
+    products with int32 results (``torch._int_mm``), in operations/s."""
+    if dtype == torch.int8:
+        a, b = (torch.randint(-128, 128, (size, size), device=device, dtype=dtype) for _ in range(2))
+        product = torch._int_mm
+    else:
+        a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+        product = torch.mm
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
     for _ in range(3):
-        a @ b
+        product(a, b)
     best = float("inf")
     for _ in range(repeats):
         sync()
         start = time.perf_counter()
         for _ in range(10):
-            a @ b
+            product(a, b)
         sync()
         best = min(best, time.perf_counter() - start)
     return 10 * 2 * size**3 / best

@@ -1,5 +1,5 @@
 """Inference speed and accuracy: bertkit's ``Predictor`` (what ``bertkit serve`` runs: torch, torch
-compiled, torch in bf16, onnxruntime on the exported graph in fp32 and int8) against transformers'
+compiled, torch in bf16 and int8, onnxruntime on the exported graph in fp32 and int8) against transformers'
 ``pipeline`` in fp32 and bf16 (``dtype=torch.bfloat16``), the same fine-tuned checkpoint and the
 same texts, one text per call (batch 1) and 32 per call. bf16 is fast only on a device that
 computes it natively (``bertkit.precision.native_bf16``: AVX512-BF16 or AMX on a CPU).
@@ -130,11 +130,10 @@ def variants(task: str, folder: Path, kind: str) -> dict[str, Callable[[], Calla
     from transformers import pipeline
 
     def predictor(
-        backend: str = "torch", compiled: bool = False, bf16: bool = False
+        backend: str = "torch", compiled: bool = False, precision: str = "fp32"
     ) -> Callable[[], Callable[[list[str]], list[Any]]]:
         def build() -> Callable[[list[str]], list[Any]]:
-            loaded = Predictor.load(folder, backend=backend)
-            loaded = loaded.to_bfloat16() if bf16 else loaded
+            loaded = Predictor.load(folder, backend=backend).in_precision(precision)
             loaded = loaded.compile() if compiled else loaded
             return lambda texts: bertkit_answers(task, texts, loaded.predict(texts))
 
@@ -151,7 +150,8 @@ def variants(task: str, folder: Path, kind: str) -> dict[str, Callable[[], Calla
     return {
         "bertkit torch": predictor(),
         "bertkit torch, compiled": predictor(compiled=True),
-        "bertkit torch, bf16": predictor(bf16=True),
+        "bertkit torch, bf16": predictor(precision="bf16"),
+        "bertkit torch, int8": predictor(precision="int8"),
         "bertkit onnxruntime fp32": predictor("onnx"),
         "bertkit onnxruntime int8": predictor("onnx-int8"),
         "transformers pipeline": transformers_pipeline(),
@@ -170,6 +170,10 @@ def ratios_of(speed: dict[tuple[str, int], float]) -> dict[str, float]:
         **{f"bertkit torch / pipeline, batch {n}": versus("bertkit torch", pipelines[0], n) for n in (1, 32)},
         "bertkit torch / onnxruntime fp32, batch 32": versus("bertkit torch", "bertkit onnxruntime fp32", 32),
         "onnxruntime int8 / fp32, batch 32": versus("bertkit onnxruntime int8", "bertkit onnxruntime fp32", 32),
+        "bertkit torch int8 / fp32, batch 32": versus("bertkit torch, int8", "bertkit torch", 32),
+        **{
+            f"bertkit torch int8 / pipeline, batch {n}": versus("bertkit torch, int8", pipelines[0], n) for n in (1, 32)
+        },
         **{
             f"bertkit torch bf16 / {theirs}, batch {n}": versus("bertkit torch, bf16", theirs, n)
             for theirs in pipelines
@@ -222,7 +226,7 @@ def main() -> None:
     import transformers
 
     result = header(
-        "inference: bertkit Predictor (torch fp32/bf16, compiled, onnxruntime fp32/int8) vs transformers pipeline (fp32/bf16)",
+        "inference: bertkit Predictor (torch fp32/bf16/int8, compiled, onnxruntime fp32/int8) vs transformers pipeline (fp32/bf16)",
         "BERTKIT_DATA_DIR=../shared/data python benchmarks/inference_vs_transformers.py",
         measured,
         cpu_threads=torch.get_num_threads(),

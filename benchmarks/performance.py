@@ -23,7 +23,9 @@ biases and task heads are left out. The count is of useful work, not of the arit
 bertkit's sentence-level heads (SST-2, MRPC, RTE) run the last block's query, output and MLP on
 [CLS] alone, about 14 % of the counted work for MiniLM that they skip, so their share overstates
 bertkit's use of the hardware by up to that much. Inference rows count the forward's third of the
-same formula (2 (P + 2 L H t) per real token of the texts, as bertkit's tokenizer makes them).
+same formula (2 (P + 2 L H t) per real token of the texts, as bertkit's tokenizer makes them),
+against the ceiling of the variant's precision: int8 variants against an int8 product's
+operations/s (``torch._int_mm``, measured around the inference benchmark).
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/performance.py   # writes benchmarks/results/performance.json
 """
@@ -100,16 +102,16 @@ def training_row(task: str, result: dict[str, Any], target: float | None) -> dic
     }
 
 
-def inference_shares(runs: list[dict[str, Any]], ceiling: float, bf16_ceiling: float) -> list[dict[str, Any]]:
+def inference_shares(runs: list[dict[str, Any]], ceilings: dict[str, float]) -> list[dict[str, Any]]:
     """Each inference run with its real tokens/s and its share of the matmul ceiling of its
-    precision (bf16 for the bf16 variants, fp32 otherwise; forward FLOPs of the encoder on those
-    tokens)."""
+    precision (``ceilings``: fp32, bf16 and int8; bf16 and int8 for the variants named so, fp32
+    otherwise; forward FLOPs of the encoder on those tokens)."""
     config = BertConfig.from_pretrained(resolve_pretrained("all-MiniLM-L6-v2"))
     out = []
     for run in runs:
         tokens_per_second = run["sentences_per_second"] * run["tokens"] / run["texts"]
         gflops = tokens_per_second * flops_per_token(config, run["attention_length"], None) / 3 / 1e9
-        used = bf16_ceiling if "bf16" in run["variant"] else ceiling
+        used = next((ceilings[p] for p in ("bf16", "int8") if p in run["variant"]), ceilings["fp32"])
         out.append(run | {"tokens_per_second": round(tokens_per_second, 1), "ceiling_share": round(gflops / used, 3)})
     return out
 
@@ -136,7 +138,9 @@ def main() -> None:
                     rows.append({"precision": precision} | row)
                     print(rows[-1], flush=True)
         if args.only is None or "inference" in args.only:
+            int8_ceilings = [matmul_ceiling(1024, dtype=torch.int8, repeats=5) / 1e9]
             results["inference"] = run_script(INFERENCE, Path(tmp) / "inference.json")
+            int8_ceilings.append(matmul_ceiling(1024, dtype=torch.int8, repeats=5) / 1e9)
     ceilings.append(matmul_ceiling(1024, repeats=5) / 1e9)
     bf16_ceilings.append(matmul_ceiling(1024, dtype=torch.bfloat16, repeats=5) / 1e9)
     ceiling, bf16_ceiling = max(ceilings), max(bf16_ceilings)
@@ -166,7 +170,13 @@ def main() -> None:
     result["training"] = rows
     if "inference" in results:
         inference = results["inference"]
-        runs = inference_shares(inference["runs"], ceiling, bf16_ceiling)
+        int8_ceiling = max(int8_ceilings)
+        result["int8_matmul_ceiling_gops"] = {
+            "before": round(int8_ceilings[0], 1),
+            "after": round(int8_ceilings[1], 1),
+            "used": round(int8_ceiling, 1),
+        }
+        runs = inference_shares(inference["runs"], {"fp32": ceiling, "bf16": bf16_ceiling, "int8": int8_ceiling})
         result["inference"] = {"settings": inference["settings"], "ratios": inference["ratios"], "runs": runs}
     result["budgets"] = {task: " ".join(TRAINING[task][0][1:]) for task in TRAINING}
     result["comparisons"] = {

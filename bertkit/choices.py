@@ -20,6 +20,10 @@ Backend = Literal["torch", "onnx", "onnx-int8"]
 """What computes a served model's logits: the torch model, or onnxruntime on an export's
 ``model.onnx`` / ``model.int8.onnx`` (``bertkit export``)."""
 
+Precision = Literal["fp32", "bf16", "int8"]
+"""What a served torch model computes in: float32 as trained, bfloat16 (``Predictor.to_bfloat16``)
+or int8 linear layers (``Predictor.to_int8``)."""
+
 
 def check(field: str, value: Any, kind: Any) -> None:
     """Check that ``value`` is one of the ``Literal`` type ``kind``'s values.

@@ -11,7 +11,7 @@ from contextlib import nullcontext
 from importlib.util import find_spec
 from pathlib import Path
 
-from bertkit.choices import Backend, Features, Pooling, Pruner
+from bertkit.choices import Backend, Features, Pooling, Precision, Pruner
 from bertkit.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -162,6 +162,7 @@ def serve(
     embed: bool = True,
     compile: bool = False,
     bf16: bool = False,
+    int8: bool = False,
 ) -> None:
     """Serve a ``bertkit fit`` checkpoint or a ``bertkit export`` folder over HTTP (LitServe;
     ``pip install 'bertkit[serve]'``): ``POST /predict`` (the records ``bertkit predict``
@@ -188,6 +189,8 @@ def serve(
         bf16: run the torch model in bfloat16 (``Predictor.to_bfloat16``): faster than fp32 on a
             GPU and on a CPU with AVX512-BF16 or AMX, slower on one without; the Results page
             measures its speed and accuracy.
+        int8: run the encoder's linear layers in int8 (``Predictor.to_int8``; torch backend, on
+            the CPU): the fastest CPU option; the Results page measures its speed and accuracy.
     """
     if find_spec("litserve") is None:
         raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
@@ -200,11 +203,17 @@ def serve(
             "no /embed on the %s backend: its graph ends in the head's logits (--backend torch serves it)", backend
         )
 
-    for flag, value in (("compile", compile), ("bf16", bf16)):
+    for flag, value in (("compile", compile), ("bf16", bf16), ("int8", int8)):
         if value and backend != "torch":
             raise ValueError(f"--{flag} true needs the torch model; the {backend} backend runs an ONNX graph")
+    if bf16 and int8:
+        raise ValueError("--bf16 true and --int8 true: choose one precision")
+    if int8 and accelerator not in ("auto", "cpu"):
+        raise ValueError(f"--int8 true runs on the CPU (torch's int8 kernels), not --accelerator {accelerator}")
+    precision: Precision = "bf16" if bf16 else "int8" if int8 else "fp32"
+    accelerator = "cpu" if int8 else accelerator
     batching = Batching(max_tokens, max_batch_size, batch_timeout)
-    server(model, backend, accelerator, workers, batching, timeout, embed, compile, bf16).run(
+    server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from bertkit.checkpoints import load_checkpoint
-from bertkit.choices import Backend
+from bertkit.choices import Backend, Precision
 from bertkit.data import pad_batch
 from bertkit.embed import embed_texts
 from bertkit.encoders import EncoderFamily, family_of
@@ -25,6 +25,7 @@ from bertkit.heads import Batch, Head, head_from_spec
 from bertkit.io import atomic_path, read_json
 from bertkit.module import BertModule
 from bertkit.precision import native_bf16
+from bertkit.quantize import quantize_linears
 from bertkit.samplers import cut_by_tokens
 from bertkit.tokenizer import BertTokenizer
 from bertkit.weights import read_state_dict, renamed
@@ -174,10 +175,11 @@ class Predictor:
         changes in accuracy; returns the predictor.
 
         Raises:
-            ValueError: an ONNX backend (its graph is fp32 or int8).
+            ValueError: an ONNX backend (its graph is fp32 or int8), or a predictor already in int8.
         """
         if self.encoder is None:
             raise ValueError(f"bf16 needs the torch backend (this predictor runs {self.description['backend']})")
+        self._check_float32("bf16")
         if not native_bf16(self.device):
             log.warning("bf16 on %s: no native bf16 there, so torch emulates it (slower than fp32)", self.device)
         model = self.forward
@@ -185,6 +187,38 @@ class Predictor:
         self.forward = lambda batch: {k: _as_float(v) for k, v in model(batch).items()}
         self.description["precision"] = "bf16"
         return self
+
+    def to_int8(self) -> Predictor:
+        """Run the encoder's linear layers in int8 (``bertkit.quantize``: weights per output
+        channel, inputs per call; embeddings, attention, LayerNorm and the head stay float32).
+        CPU only. The Results page measures its speed and the accuracy it changes; returns the
+        predictor.
+
+        Raises:
+            ValueError: an ONNX backend (``onnx-int8`` is its int8), a model not on the CPU, or a
+                predictor already in bf16 or compiled (compile after ``to_int8``).
+        """
+        if self.encoder is None:
+            raise ValueError(f"int8 needs the torch backend (this predictor runs {self.description['backend']})")
+        self._check_float32("int8")
+        if self.description.get("compiled"):
+            raise ValueError("int8 replaces the compiled layers: call to_int8 before compile")
+        quantize_linears(self.encoder)
+        self.description["precision"] = "int8"
+        return self
+
+    def in_precision(self, precision: Precision) -> Predictor:
+        """The predictor in ``precision``: ``fp32`` as loaded, ``bf16`` (``to_bfloat16``) or
+        ``int8`` (``to_int8``); raises what those raise."""
+        return {"fp32": lambda: self, "bf16": self.to_bfloat16, "int8": self.to_int8}[precision]()
+
+    def _check_float32(self, precision: str) -> None:
+        """Raise ValueError unless the model is still in float32 (bf16 and int8 each start from it)."""
+        if "precision" in self.description:
+            raise ValueError(
+                f"{precision} converts the float32 model, and this predictor already runs "
+                f"{self.description['precision']}: load it again"
+            )
 
     def info(self) -> dict[str, Any]:
         """What a client needs to know: family, head and its settings, max length, hidden size,

@@ -130,8 +130,11 @@ class BertSelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def _project(self, x: torch.Tensor, xq: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
-        """q, k, v from one fused product; with separate queries ``xq``, k and v fused."""
+        """q, k, v from one fused product; with separate queries ``xq``, k and v fused; three
+        products where the projections are not ``nn.Linear`` (``bertkit.quantize.Int8Linear``)."""
         parts = (self.query, self.key, self.value) if xq is None else (self.key, self.value)
+        if not all(isinstance(m, nn.Linear) for m in parts):  # int8 (bertkit.quantize): no weights to join
+            return self.query(x if xq is None else xq), self.key(x), self.value(x)
         fused = F.linear(x, torch.cat([m.weight for m in parts]), torch.cat([m.bias for m in parts]))
         out = fused.chunk(len(parts), dim=-1)
         return out if xq is None else (self.query(xq), *out)

@@ -32,7 +32,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from bertkit.choices import Backend
+from bertkit.choices import Backend, Precision
 from bertkit.inference import MAX_TOKENS, Predictor, check_texts
 
 MAX_INPUTS = 256
@@ -107,19 +107,17 @@ class _ModelAPI(ls.LitAPI):
     unannotated: LitServe reads an annotation as the body's schema.)"""
 
     def __init__(
-        self, model: str, backend: Backend, batching: Batching, compile: bool = False, bf16: bool = False
+        self, model: str, backend: Backend, batching: Batching, compile: bool = False, precision: Precision = "fp32"
     ) -> None:
         super().__init__(api_path=self.route, max_batch_size=batching.max_batch_size, batch_timeout=batching.timeout)
         self.model, self.backend, self.max_tokens = model, backend, batching.max_tokens
-        self.compile, self.bf16 = compile, bf16
+        self.compile, self.precision = compile, precision
 
     route = ""
     """The route's path."""
 
     def setup(self, device: str) -> None:
-        self.predictor = Predictor.load(self.model, self.max_tokens, device, self.backend)
-        if self.bf16:
-            self.predictor.to_bfloat16()
+        self.predictor = Predictor.load(self.model, self.max_tokens, device, self.backend).in_precision(self.precision)
         if self.compile:
             self.predictor.compile()
 
@@ -225,7 +223,7 @@ PAGE = Path(__file__).with_name("serve_page.html")
 def server(
     model: str, backend: Backend = "torch", accelerator: str = "auto", workers: int = 1,
     batching: Batching | None = None, timeout: float = 30.0, embed: bool = True, compile: bool = False,
-    bf16: bool = False,
+    precision: Precision = "fp32",
 ) -> ls.LitServer:  # fmt: skip
     """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
     (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
@@ -233,9 +231,9 @@ def server(
     once here, so that one that cannot load stops start-up."""
     batching = batching or Batching()
     loaded = Predictor.load(model, batching.max_tokens, "cpu", backend)
-    info = (loaded.to_bfloat16() if bf16 else loaded).info()  # /info states the precision served
+    info = loaded.in_precision(precision).info()  # /info states the precision served
     routes = [PredictAPI, EmbedAPI] if embed and backend == "torch" else [PredictAPI]
-    apis = [api(model, backend, batching, compile, bf16) for api in routes]
+    apis = [api(model, backend, batching, compile, precision) for api in routes]
     lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
         middlewares=[JSONBodies],

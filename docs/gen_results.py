@@ -168,9 +168,9 @@ def gpu_table(path: Path) -> list[str]:
     return [*lines, ""]
 
 
-def ceiling_text(ceiling: dict[str, float]) -> str:
+def ceiling_text(ceiling: dict[str, float], unit: str = "GFLOP/s") -> str:
     """A measured matmul ceiling as the page states it."""
-    return f"{ceiling['used']:,.0f} GFLOP/s (before {ceiling['before']:,.0f}, after {ceiling['after']:,.0f})"
+    return f"{ceiling['used']:,.0f} {unit} (before {ceiling['before']:,.0f}, after {ceiling['after']:,.0f})"
 
 
 def performance_tables(path: Path) -> list[str]:
@@ -217,7 +217,13 @@ def performance_tables(path: Path) -> list[str]:
                 f"({inference['settings']['train_batches']} training batches; measured at "
                 f"`{inference['settings'].get('commit', data['commit'])}`); score over the test texts at batch 32; share = the "
                 f"encoder's forward GFLOP/s on the texts' real tokens over the ceiling of the variant's precision "
-                f"(bf16 for bf16 variants, fp32 otherwise)."
+                f"(bf16 for bf16 variants, int8 for int8 ones, fp32 otherwise"
+                + (
+                    f"; int8 {ceiling_text(data['int8_matmul_ceiling_gops'], 'GOP/s')}"
+                    if "int8_matmul_ceiling_gops" in data
+                    else ""
+                )
+                + ")."
             ),
             "",
             "| task | variant | batch | sentences/s | p50 ms | score | share |",

@@ -184,6 +184,8 @@ def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Pat
         Predictor.load(tmp_path, backend="onnx").compile()
     with pytest.raises(ValueError, match=r"bf16 needs the torch backend \(this predictor runs onnx\)"):
         Predictor.load(tmp_path, backend="onnx").to_bfloat16()
+    with pytest.raises(ValueError, match=r"int8 needs the torch backend \(this predictor runs onnx\)"):
+        Predictor.load(tmp_path, backend="onnx").to_int8()
 
 
 def _free_port() -> int:
@@ -337,7 +339,8 @@ def test_serve_routes_follow_the_backend_and_embed_option(ner_checkpoint: Path) 
 
     assert {"/", "/predict", "/embed", "/info", "/health"} <= routes()
     assert "/embed" not in routes(embed=False) and "/predict" in routes(embed=False)
-    assert server(str(ner_checkpoint), bf16=True).model_metadata["precision"] == "bf16"  # what /info answers
+    for precision in ("bf16", "int8"):  # what /info answers
+        assert server(str(ner_checkpoint), precision=precision).model_metadata["precision"] == precision
 
 
 def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
@@ -501,9 +504,28 @@ def test_serve_options_default_to_the_predictor_and_batching_defaults() -> None:
     assert options["batch_timeout"].default == Batching().timeout
 
 
-@pytest.mark.parametrize("flag", ["--compile", "--bf16"])
+@pytest.mark.parametrize("flag", ["--compile", "--bf16", "--int8"])
 def test_torch_options_on_an_onnx_backend_are_refused_before_loading(flag: str, capsys: pytest.CaptureFixture) -> None:
     from bertkit.cli import main
 
     assert main(["serve", "export", "--backend", "onnx", flag, "true"]) == 2
     assert f"{flag} true needs the torch model; the onnx backend runs an ONNX graph" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--bf16", "true", "--int8", "true"], "--bf16 true and --int8 true: choose one precision"),
+        (
+            ["--int8", "true", "--accelerator", "cuda"],
+            "--int8 true runs on the CPU (torch's int8 kernels), not --accelerator cuda",
+        ),
+    ],
+)
+def test_serve_refuses_precisions_that_cannot_run(
+    options: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    from bertkit.cli import main
+
+    assert main(["serve", "model.ckpt", *options]) == 2
+    assert message in capsys.readouterr().err
