@@ -196,8 +196,6 @@ def serve(
         raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
     if api_key:
         os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
-    from bertkit.serve import Batching, server
-
     if backend != "torch" and embed:
         log.warning(
             "no /embed on the %s backend: its graph ends in the head's logits (--backend torch serves it)", backend
@@ -212,6 +210,8 @@ def serve(
         raise ValueError(f"--int8 true runs on the CPU (torch's int8 kernels), not --accelerator {accelerator}")
     precision: Precision = "bf16" if bf16 else "int8" if int8 else "fp32"
     accelerator = "cpu" if int8 else accelerator
+    from bertkit.serve import Batching, server  # imports LitServe: after the checks above
+
     batching = Batching(max_tokens, max_batch_size, batch_timeout)
     server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
