@@ -26,6 +26,7 @@ def embed(
     pooling: Pooling = "mean",
     max_length: int = 128,
     batch_size: int = 32,
+    int8: bool = False,
 ) -> None:
     """Write contextual features of each non-blank line of a UTF-8 text file (BERT §5.3).
 
@@ -45,6 +46,9 @@ def embed(
         pooling: mean, cls or tokens.
         max_length: tokens per line, specials included; longer lines are truncated (with a warning).
         batch_size: lines per forward pass.
+        int8: run the encoder's linear layers in int8 (``bertkit.quantize``; CPU): faster, and
+            the features move: compare them with float32's on your own texts before relying
+            on them.
     """
     import torch
     from safetensors.torch import save_file
@@ -65,6 +69,10 @@ def embed(
     else:
         directory = resolve_pretrained(pretrained)
         encoder, tokenizer = family_of(directory).from_pretrained(directory)
+    if int8:
+        from bertkit.quantize import quantize_linears
+
+        quantize_linears(encoder)
     count, truncated, dims, kept, sources = 0, 0, 0, [], []
     partial = target.with_name(target.name + ".partial")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +103,7 @@ def embed(
             "%d of %d lines of %s were longer than %d tokens and truncated", truncated, count, input, max_length
         )
     if target.suffix == ".safetensors":
-        settings = {"features": features, "pooling": pooling, "sources": "\n".join(sources)}
+        settings = {"features": features, "pooling": pooling, "int8": str(int8), "sources": "\n".join(sources)}
         with atomic_path(target) as tmp:
             save_file({"features": torch.stack(kept).contiguous()}, str(tmp), metadata=settings)
     else:

@@ -40,6 +40,18 @@ def test_pooled_features_to_safetensors(tmp_path, reference, capsys):
     torch.testing.assert_close(features, want, atol=1e-4, rtol=1e-4)
 
 
+def test_int8_features_stay_close_to_float32(tmp_path):
+    (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
+    got = {}
+    for int8 in ("false", "true"):
+        assert main(["embed", str(tmp_path / "in.txt"), str(tmp_path / f"{int8}.safetensors"), "--int8", int8]) == 0
+        with safe_open(tmp_path / f"{int8}.safetensors", "pt") as f:
+            got[int8], meta = f.get_tensor("features"), f.metadata()
+        assert meta["int8"] == int8.title()
+    similarity = torch.nn.functional.cosine_similarity(got["true"], got["false"])
+    assert similarity.min() > 0.99 and not torch.equal(got["true"], got["false"])
+
+
 def test_token_features_to_jsonl(tmp_path, reference):
     tokenizer, states = reference
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
