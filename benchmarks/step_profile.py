@@ -20,10 +20,11 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from common import ROOT, add_common_arguments, compose_quiet, matmul_ceiling, write_result
+from glue_vs_transformers import TASKS as GLUE_TASKS
 from provenance import commit, header
 from torch.profiler import ProfilerActivity, profile
 
-TASKS = {"mrpc": "pair/mrpc", "rte": "pair/rte", "sst2": "classification/sst2", "ner": "ner/conll2003"}
+TASKS = GLUE_TASKS | {"ner": "ner/conll2003"}  # task -> data folder under BERTKIT_DATA_DIR
 PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 OPTIMIZER = ("aten::_fused_adamw_",)
 

@@ -217,7 +217,12 @@ def serve(
     if int8 and accelerator not in ("auto", "cpu"):
         raise ValueError(f"--int8 true runs on the CPU (torch's int8 kernels), not --accelerator {accelerator}")
     precision: Precision = "bf16" if bf16 else "int8" if int8 else "fp32"
-    accelerator = "cpu" if int8 else accelerator
+    if int8 and accelerator == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            log.warning("--int8 true runs on the CPU: the GPU stays unused (--bf16 true serves on it)")
+        accelerator = "cpu"
     from bertkit.serve import Batching, server  # imports LitServe: after the checks above
 
     batching = Batching(max_tokens, max_batch_size, batch_timeout)

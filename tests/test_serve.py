@@ -529,3 +529,13 @@ def test_serve_refuses_precisions_that_cannot_run(
 
     assert main(["serve", "model.ckpt", *options]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_int8_on_a_gpu_machine_serves_on_the_cpu_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    from bertkit.cli import main
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert main(["serve", str(tmp_path / "missing.ckpt"), "--int8", "true"]) == 2  # stops at loading, after the check
+    assert "--int8 true runs on the CPU: the GPU stays unused" in caplog.text
