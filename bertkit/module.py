@@ -14,7 +14,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities import rank_zero_warn
+from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 from typing_extensions import override
 
@@ -23,6 +23,7 @@ from bertkit.encoders import EncoderFamily, encoder_family, family_of
 from bertkit.heads import Batch, Head, head_from_spec
 from bertkit.precision import native_bf16
 from bertkit.pretrained import load_tokenizer, resolve_pretrained
+from bertkit.quantize import Int8Linear, quantize_linears
 from bertkit.rng import rng_states, set_rng_states
 from bertkit.tokenizer import BertTokenizer
 from bertkit.weights import save_encoder
@@ -70,6 +71,10 @@ class BertModule(pl.LightningModule):
         compile: compile each encoder block with ``torch.compile(dynamic=True)`` (fuses the
             element-wise work around the matrix products; the first steps of each new shape are
             slow while it compiles). State-dict keys are unchanged.
+        int8: in ``validate``, ``test`` and ``predict``, run the encoder's linear layers in int8
+            (``bertkit.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
+            LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
+            accuracy it changes. ``fit`` refuses it (int8 layers have no gradient).
     """
 
     def __init__(
@@ -88,6 +93,7 @@ class BertModule(pl.LightningModule):
         unpad: bool = True,
         attention_dropout: float | None = None,
         compile: bool = False,
+        int8: bool = False,
     ) -> None:
         super().__init__()
         if isinstance(head, dict):  # rebuilt from a checkpoint's hyper-parameters
@@ -98,6 +104,8 @@ class BertModule(pl.LightningModule):
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
         if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
             raise ValueError(f"model.attention_dropout={attention_dropout}: expected 0 <= attention_dropout < 1")
+        if int8 and compile:
+            raise ValueError("model.int8 and model.compile: choose one (int8 replaces the layers compile would fuse)")
         self.family, self.encoder, self.tokenizer = self._build_encoder(
             pretrained, encoder, preset, vocab_file, lowercase
         )
@@ -255,10 +263,33 @@ class BertModule(pl.LightningModule):
         for key, value in metrics.items():  # as floats: torchmetrics' MCC returns an integer 1 or 0 at the extremes
             self.log(f"{stage}/{key}", torch.as_tensor(value).float(), prog_bar=f"{stage}/{key}" == shown)
 
+    def _to_int8(self) -> None:
+        """Quantize the encoder's linear layers once, after the checkpoint's weights are loaded."""
+        if self.hparams.get("int8") and not any(isinstance(m, Int8Linear) for m in self.encoder.modules()):
+            replaced = quantize_linears(self.encoder)
+            rank_zero_info(f"model.int8: {replaced} linear layers of the encoder run in int8")
+
+    @override
+    def on_test_start(self) -> None:
+        self._to_int8()
+
+    @override
+    def on_predict_start(self) -> None:
+        self._to_int8()
+
+    @override
+    def on_validation_start(self) -> None:
+        if self.trainer.state.fn == "validate":  # not fit's validation: fit refuses int8
+            self._to_int8()
+
     @override
     def on_fit_start(self) -> None:
-        """Say when training on a GPU cannot use FlashAttention (attention dropout is on), and
+        """Refuse ``int8``; say when training on a GPU cannot use FlashAttention (attention dropout is on), and
         when a reduced precision runs on a CPU that emulates it (``bertkit.precision.native_bf16``)."""
+        if self.hparams.get("int8"):
+            raise ValueError(
+                "model.int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
+            )
         precision = str(self.trainer.precision)
         if (
             self.device.type == "cpu"

@@ -109,3 +109,28 @@ def test_int8_refuses_what_it_cannot_convert() -> None:
         Predictor.from_model(model, max_length=32).to_int8().to_bfloat16()
     with pytest.raises(ValueError, match=r"int8 replaces the compiled layers: call to_int8 before compile"):
         Predictor.from_model(tiny(SequenceClassificationHead(labels=["neg", "pos"])), max_length=32).compile().to_int8()
+
+
+def test_a_module_in_int8_refuses_to_fit_and_compile() -> None:
+    """``BertModule(int8=True)`` is for evaluation: fit stops before the first step."""
+    import pytorch_lightning as pl
+    from bertkit_plugins.token_tagging.head import SAMPLE_FILES
+
+    from bertkit import BertDataModule
+
+    def module(**kwargs) -> BertModule:
+        return BertModule(
+            TokenTaggingHead(["PER", "LOC", "ORG", "MISC"]),
+            pretrained=None,
+            preset="tiny",
+            vocab_file="all-MiniLM-L6-v2",
+            **kwargs,
+        )
+
+    with pytest.raises(ValueError, match=r"model.int8 and model.compile: choose one"):
+        module(int8=True, compile=True)
+    model = module(int8=True)
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    with pytest.raises(ValueError, match=r"model.int8 true is for validate, test and predict"):
+        trainer.fit(model, datamodule=BertDataModule(train_file=str(SAMPLE_FILES["train"]), batch_size=16))
+    assert not any(isinstance(m, Int8Linear) for m in model.modules())
