@@ -6,7 +6,8 @@ computes it natively (``bertkit.precision.native_bf16``: AVX512-BF16 or AMX on a
 
 MiniLM (all-MiniLM-L6-v2) is fine-tuned with each task's recipe for a short budget (one epoch of
 ``--train-batches`` batches, validation off) and exported with ``bertkit export --int8 true``;
-every variant then reads that folder, loaded alone while it is timed. Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
+every variant then reads that folder, loaded alone while it is timed (bertkit torch in fp32 with its
+linear layers pre-packed for oneDNN, as ``Predictor.load`` loads it: ``bertkit.packed``). Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
 and the SST-2 recipe's test file. Batch 32: every test text, in calls of 32 in file order;
 batch 1: the first ``--single-texts`` texts, one call each. Sentences/s = texts / seconds of
 calls; p50 = median milliseconds of one call; tokens = the real tokens bertkit's tokenizer makes of

@@ -73,6 +73,10 @@ def embed(
         from bertkit.quantize import quantize_linears
 
         quantize_linears(encoder)
+    else:
+        from bertkit.packed import pack_linears
+
+        pack_linears(encoder)  # float32 on the CPU, for oneDNN (the same values)
     count, truncated, dims, kept, sources = 0, 0, 0, [], []
     partial = target.with_name(target.name + ".partial")
     target.parent.mkdir(parents=True, exist_ok=True)

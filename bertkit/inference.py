@@ -24,6 +24,7 @@ from bertkit.export import INPUTS as ONNX_INPUTS
 from bertkit.heads import Batch, Head, head_from_spec
 from bertkit.io import atomic_path, read_json
 from bertkit.module import BertModule
+from bertkit.packed import pack_linears, unpack_linears
 from bertkit.precision import native_bf16
 from bertkit.quantize import quantize_linears
 from bertkit.samplers import cut_by_tokens
@@ -82,10 +83,12 @@ class Predictor:
     ) -> None:
         self.head, self.tokenizer, self.forward, self.description = head, tokenizer, forward, description
         self.max_length, self.max_tokens, self.encoder, self.device = max_length, max_tokens, encoder, device
+        self._packed = False  # the encoder's linear layers packed for oneDNN (``_pack``)
 
     @classmethod
     def from_model(cls, model: BertModule, max_length: int = 128, max_tokens: int = MAX_TOKENS) -> Predictor:
-        """A predictor of ``model`` (its head built), put in evaluation mode."""
+        """A predictor of ``model`` (its head built), put in evaluation mode; its layers are left as
+        they are (``from_checkpoint`` and ``from_export`` also pack them, ``bertkit.packed``)."""
         model.eval()
         description = _description(model.family.name, model.head, model.encoder.config.hidden_size, "torch")
         return cls(model.head, model.tokenizer, model, description, max_length, max_tokens, model.encoder, model.device)
@@ -106,7 +109,9 @@ class Predictor:
     @classmethod
     def from_checkpoint(cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu") -> Predictor:
         """Load a ``bertkit fit`` checkpoint (read as ``BertModule.load_from_checkpoint`` reads it:
-        nothing it names is imported) onto ``device`` with its ``data.max_length``.
+        nothing it names is imported) onto ``device`` with its ``data.max_length``; on the CPU the
+        encoder's linear layers are packed for oneDNN (``bertkit.packed``: the same float32 values,
+        faster products).
 
         Raises:
             FileNotFoundError, ValueError: see ``bertkit.checkpoints.check_checkpoint``.
@@ -114,7 +119,7 @@ class Predictor:
         model = BertModule.load_from_checkpoint(path, map_location=device)
         checkpoint = load_checkpoint(path, mmap=True)
         max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
-        return cls.from_model(model, int(max_length), max_tokens)
+        return cls.from_model(model, int(max_length), max_tokens)._pack()
 
     @classmethod
     def from_export(
@@ -142,7 +147,7 @@ class Predictor:
             head.build(family.config_class.from_pretrained(folder))
         _read_head_weights(head, folder, family)
         if backend == "torch":
-            return cls.from_model(model, max_length, max_tokens)
+            return cls.from_model(model, max_length, max_tokens)._pack()
         hidden_size = read_json(folder / "config.json", "no config.json")["hidden_size"]
         return cls(
             head, family.tokenizer_class.from_pretrained(folder), OnnxLogits(folder / ONNX_FILES[backend], head, device),
@@ -161,6 +166,7 @@ class Predictor:
         """
         if self.encoder is None:
             raise ValueError(f"compile needs the torch backend (this predictor runs {self.description['backend']})")
+        self._unpack()  # torch.compile fuses the plain layers
         for block in self.encoder.blocks:
             block.compile(dynamic=True, **options)
         self.description["compiled"] = True
@@ -182,6 +188,7 @@ class Predictor:
         self._check_float32("bf16")
         if not native_bf16(self.device):
             log.warning("bf16 on %s: no native bf16 there, so torch emulates it (slower than fp32)", self.device)
+        self._unpack()
         model = self.forward
         model.to(torch.bfloat16)
         self.forward = lambda batch: {k: _as_float(v) for k, v in model(batch).items()}
@@ -203,6 +210,7 @@ class Predictor:
         self._check_float32("int8")
         if self.description.get("compiled"):
             raise ValueError("int8 replaces the compiled layers: call to_int8 before compile")
+        self._unpack()
         quantize_linears(self.encoder)
         self.description["precision"] = "int8"
         return self
@@ -211,6 +219,20 @@ class Predictor:
         """The predictor in ``precision``: ``fp32`` as loaded, ``bf16`` (``to_bfloat16``) or
         ``int8`` (``to_int8``); raises what those raise."""
         return {"fp32": lambda: self, "bf16": self.to_bfloat16, "int8": self.to_int8}[precision]()
+
+    def _pack(self) -> Predictor:
+        """Pack the float32 encoder's linear layers for oneDNN on the CPU (``bertkit.packed``):
+        for models the predictor loaded itself (``from_checkpoint``, ``from_export``), not a model
+        ``from_model`` was given (packing replaces its layers)."""
+        if self.encoder is not None and torch.device(self.device).type == "cpu":
+            self._packed = pack_linears(self.encoder) > 0
+        return self
+
+    def _unpack(self) -> None:
+        """Undo ``_pack`` before another conversion (bf16, int8, compile) replaces the layers."""
+        if self._packed:
+            unpack_linears(self.encoder)
+            self._packed = False
 
     def _check_float32(self, precision: str) -> None:
         """Raise ValueError unless the model is still in float32 (bf16 and int8 each start from it)."""

@@ -17,6 +17,8 @@ import warnings
 import torch
 from torch import nn
 
+from bertkit.packed import replace_modules
+
 
 def _needs_reduced_range() -> bool:
     """True on an x86 CPU without VNNI: FBGEMM then sums pairs of uint8 x int8 products in 16
@@ -66,10 +68,4 @@ def quantize_linears(module: nn.Module) -> int:
     devices = {p.device.type for p in module.parameters()}
     if devices - {"cpu"}:
         raise ValueError(f"int8 runs on the CPU (torch's quantized kernels); the model is on {', '.join(devices)}")
-    replaced = 0
-    for parent in list(module.modules()):
-        for name, child in parent.named_children():
-            if type(child) is nn.Linear:
-                setattr(parent, name, Int8Linear(child))
-                replaced += 1
-    return replaced
+    return replace_modules(module, lambda m: type(m) is nn.Linear, Int8Linear)
