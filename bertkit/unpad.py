@@ -23,7 +23,8 @@ Attention never runs on padding either; ``route`` picks one of three exact imple
 
 Both padded routes gather the packed rows into their blocks with one index per tensor (a padding
 position repeats a real row: it is masked as a key and dropped as a query) and read the
-gradient back through the inverse index (``Gather``). With attention dropout on the CPU the
+gradient back through the inverse index (``Gather``); a batch without padding (one sequence, or
+equal lengths) is one block as it stands and gathers nothing. With attention dropout on the CPU the
 attention is SDPA's math with ``bertkit.dropout`` (``attend``).
 """
 
@@ -79,6 +80,9 @@ class Blocks:
         scatter: (N,) position in the blocks of each packed row.
         sequences: (B,) the sequences in block order (the queries of ``cls_only``).
         sequence_order: (B,) position in ``sequences`` of each sequence.
+        identity: one block of every sequence in batch order, none padded: the packed rows are
+            the block as they are, and ``blocked_attention`` gathers nothing (a batch of one
+            sequence, or of equal lengths).
     """
 
     blocks: list[Block]
@@ -86,6 +90,7 @@ class Blocks:
     scatter: torch.Tensor
     sequences: torch.Tensor
     sequence_order: torch.Tensor
+    identity: bool = False
 
     @classmethod
     def of(cls, members: list[list[int]], offsets: tuple[int, ...], device: torch.device) -> Blocks:
@@ -104,8 +109,9 @@ class Blocks:
             blocks.append(Block(len(seqs), T, key_mask[:, None, None, :] if padded else None))
         sequences = [b for seqs in members for b in seqs]
         order = sorted(range(len(sequences)), key=sequences.__getitem__)
+        identity = len(blocks) == 1 and blocks[0].key_mask is None and sequences == order
         as_tensor = lambda values: torch.tensor(values, dtype=torch.long, device=device)
-        return cls(blocks, as_tensor(gather), as_tensor(scatter), as_tensor(sequences), as_tensor(order))
+        return cls(blocks, as_tensor(gather), as_tensor(scatter), as_tensor(sequences), as_tensor(order), identity)
 
     @property
     def sizes(self) -> list[int]:
@@ -346,24 +352,42 @@ def blocked_attention(
     padded blocks, the outputs gathered back (``packed_attention``'s other arguments and result;
     a padding query sees itself under a window, so that no row is fully masked)."""
     A, D = k.shape[1:]
+    if plan.identity:  # nothing to gather: one block, the rows in order
+        return _attend_block(q, k, v, plan.blocks[0], dropout_p, cls_only, window)
     keys, values = (Gather.apply(t, plan.gather, plan.scatter) for t in (k, v))  # (M, A, D)
     if cls_only:
         queries = Gather.apply(q, plan.sequences, plan.sequence_order)  # (B, A, D)
     else:
         queries = Gather.apply(q, plan.gather, plan.scatter)  # (M, A, D)
     query_sizes = [b.count for b in plan.blocks] if cls_only else plan.sizes
-    out = []
-    for block, qb, kb, vb in zip(
-        plan.blocks, queries.split(query_sizes), keys.split(plan.sizes), values.split(plan.sizes)
-    ):
-        G, T = block.count, block.seq_len
-        kp, vp = (t.view(G, T, A, D).transpose(1, 2) for t in (kb, vb))  # (G, A, T, D)
-        qp = qb.unsqueeze(2) if cls_only else qb.view(G, T, A, D).transpose(1, 2)  # (G, A, 1 or T, D)
-        mask = block.key_mask  # (G, 1, 1, T) or None
-        if window is not None:
-            near = band(T, window, q.device)
-            mask = near if mask is None else (mask & near) | torch.eye(T, dtype=torch.bool, device=q.device)
-            mask = mask[..., :1, :] if cls_only else mask
-        y = attend(qp, kp, vp, mask, dropout_p)  # (G, A, T', D)
-        out.append(y.squeeze(2) if cls_only else y.transpose(1, 2).reshape(G * T, A, D))
+    out = [
+        _attend_block(qb, kb, vb, block, dropout_p, cls_only, window)
+        for block, qb, kb, vb in zip(
+            plan.blocks, queries.split(query_sizes), keys.split(plan.sizes), values.split(plan.sizes)
+        )
+    ]
     return torch.cat(out)[plan.sequence_order if cls_only else plan.scatter]
+
+
+def _attend_block(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    block: Block,
+    dropout_p: float,
+    cls_only: bool,
+    window: int | None,
+) -> torch.Tensor:
+    """Attention within one block: its (count * seq_len, A, D) keys and values, and as many
+    queries ((count, A, D) with ``cls_only``), row-major by sequence; returns the queries' shape."""
+    G, T = block.count, block.seq_len
+    A, D = k.shape[1:]
+    kp, vp = (t.view(G, T, A, D).transpose(1, 2) for t in (k, v))  # (G, A, T, D)
+    qp = q.unsqueeze(2) if cls_only else q.view(G, T, A, D).transpose(1, 2)  # (G, A, 1 or T, D)
+    mask = block.key_mask  # (G, 1, 1, T) or None
+    if window is not None:
+        near = band(T, window, q.device)
+        mask = near if mask is None else (mask & near) | torch.eye(T, dtype=torch.bool, device=q.device)
+        mask = mask[..., :1, :] if cls_only else mask
+    y = attend(qp, kp, vp, mask, dropout_p)  # (G, A, T', D)
+    return y.squeeze(2) if cls_only else y.transpose(1, 2).reshape(G * T, A, D)

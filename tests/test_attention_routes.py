@@ -91,6 +91,21 @@ def test_groups_of_similar_lengths_are_one_call_each(monkeypatch):
         Unpadded.from_mask(torch.tensor([[1, 1], [0, 0]]))
 
 
+@pytest.mark.parametrize("lengths", [[7], [5, 5, 5], [1, 1]])
+@pytest.mark.parametrize("how", ["padded", "grouped"])
+def test_a_batch_without_padding_attends_without_gathering(monkeypatch, how, lengths):
+    """One sequence, or equal lengths in batch order: the rows are the block as they are, so no
+    row is gathered (``Gather``) or put back, and the result is still the padded reference's."""
+    layout = Unpadded.from_mask(torch.ones(len(lengths), lengths[0], dtype=torch.long))
+    assert layout.whole.identity and layout.groups.identity
+    monkeypatch.setattr(bertkit.unpad.Gather, "apply", lambda *a: pytest.fail("gathered rows"))
+    for cls_only in (False, True):
+        for window in (None, 1):
+            compare(how, lengths, cls_only, window, seed=len(lengths))
+    padded_rows = Unpadded.from_mask(torch.tensor([[1, 1, 1], [1, 1, 0]]))
+    assert not padded_rows.whole.identity and not padded_rows.groups.identity
+
+
 @pytest.mark.parametrize(
     ("is_cuda", "dtype", "dropout_p", "expected"),
     [
