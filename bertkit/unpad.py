@@ -90,7 +90,7 @@ class Blocks:
     scatter: torch.Tensor
     sequences: torch.Tensor
     sequence_order: torch.Tensor
-    identity: bool = False
+    identity: bool
 
     @classmethod
     def of(cls, members: list[list[int]], offsets: tuple[int, ...], device: torch.device) -> Blocks:
@@ -351,7 +351,6 @@ def blocked_attention(
     """One SDPA per block of ``plan``: keys and values (and queries) gathered once into the
     padded blocks, the outputs gathered back (``packed_attention``'s other arguments and result;
     a padding query sees itself under a window, so that no row is fully masked)."""
-    A, D = k.shape[1:]
     if plan.identity:  # nothing to gather: one block, the rows in order
         return _attend_block(q, k, v, plan.blocks[0], dropout_p, cls_only, window)
     keys, values = (Gather.apply(t, plan.gather, plan.scatter) for t in (k, v))  # (M, A, D)
