@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from bertkit_plugins.pretraining.corpus import python_docs_corpus
 from bertkit_plugins.pretraining.instances import SentenceTask
+from bertkit_plugins.pretraining.loss import LogitsBuffer, linear_cross_entropy
 from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking, maskable
 from bertkit_plugins.pretraining.prepare import prepare, vocab_fingerprint
 from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
@@ -290,6 +291,7 @@ class MaskedLMHead(CorpusHead):
         self.save_hyperparameters(ignore=["masking"])
         self.use_masking(masking)
         self._embedding: list[nn.Embedding] = []
+        self._logits = LogitsBuffer()
 
     # ----- layers -----
 
@@ -321,10 +323,27 @@ class MaskedLMHead(CorpusHead):
             f"cls.{k}": v for k, v in self.state_dict().items() if k.startswith(("predictions.", "seq_relationship."))
         }
 
+    @staticmethod
+    def _fused_loss(hidden: torch.Tensor, decoder: torch.Tensor) -> bool:
+        """Whether the loss runs fused with the decoder (``loss.linear_cross_entropy``): when
+        training in float32 (gradients on, no autocast) with at least one token to predict."""
+        float32 = hidden.dtype == decoder.dtype == torch.float32
+        training = torch.is_grad_enabled() and not torch.is_autocast_enabled(hidden.device.type)
+        return float32 and training and len(hidden) > 0
+
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
+        """``mlm_chosen`` (B, T) the predicted positions; ``mlm_logits`` (M, V) their logits, except
+        in float32 training, whose loss is computed fused without keeping them (``_fused_loss``);
+        with labels, ``mlm_token_losses`` (M,), ``mlm_loss`` and ``loss``."""
         labels = batch.get("labels")
         chosen = labels != -100 if labels is not None else batch["input_ids"] == self._mask_id()  # (B, T)
-        logits = self.predictions(encoded.select(chosen), self._embedding[0].weight)  # (M, V)
+        hidden, decoder = encoded.select(chosen), self._embedding[0].weight  # (M, H), (V, H)
+        if labels is not None and self._fused_loss(hidden, decoder):
+            hidden = self.predictions.transform(hidden)
+            token_losses = linear_cross_entropy(hidden, decoder, self.predictions.bias, labels[chosen], self._logits)
+            out = {"mlm_chosen": chosen, "mlm_token_losses": token_losses, "mlm_loss": token_losses.mean()}
+            return {**out, "loss": out["mlm_loss"]}
+        logits = self.predictions(hidden, decoder)  # (M, V)
         out = {"mlm_logits": logits, "mlm_chosen": chosen}
         if labels is None:
             return out
