@@ -58,7 +58,7 @@ TRAINING = {  # task: (script and its short-budget arguments, the issue's target
     "mrpc": (["glue_vs_transformers.py", "--task", "mrpc", "--epochs", "1", "--train-examples", "1000"], 2.0),
     "rte": (["glue_vs_transformers.py", "--task", "rte", "--epochs", "1", "--train-examples", "800"], 2.0),
     "squad": (["squad_vs_transformers.py", "--epochs", "1", "--train-articles", "3", "--eval-articles", "2"], 2.0),
-    "pretraining": (["pretraining_vs_transformers.py", "--steps", "40", "--warmup-steps", "10"], 2.5),
+    "pretraining": (["pretraining_vs_transformers.py", "--steps", "100", "--warmup-steps", "10"], 2.5),
 }
 INFERENCE = ["inference_vs_transformers.py"]
 
