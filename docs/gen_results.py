@@ -173,11 +173,19 @@ def ceiling_text(ceiling: dict[str, float], unit: str = "GFLOP/s") -> str:
     return f"{ceiling['used']:,.0f} {unit} (before {ceiling['before']:,.0f}, after {ceiling['after']:,.0f})"
 
 
+def spread(row: dict[str, Any]) -> str:
+    """ " (lowest–highest)" of a training row's ratios over repeated runs; "" for one run."""
+    ratios = row.get("ratios", [])
+    return f" ({min(ratios):.2f}–{max(ratios):.2f})" if len(ratios) > 1 else ""
+
+
 def performance_tables(path: Path) -> list[str]:
     """``benchmarks/performance.py``'s file: training (task x side, share of the matmul ceiling)
     and inference (task x variant x batch size)."""
     data = json.loads(path.read_text())
     ceiling = data["matmul_ceiling_gflops"]
+    repeats = max((len(row.get("ratios", [])) for row in data["training"]), default=0)
+    runs = "one run per side" if repeats < 2 else f"the median of {repeats} runs per side (their range in brackets)"
     lines = [
         (
             f"`{data['command']}` · `benchmarks/results/{path.name}` · machine: {machine(data)} · "
@@ -185,7 +193,7 @@ def performance_tables(path: Path) -> list[str]:
         ),
         "",
         (
-            f"Training, real tokens per second, one run per side at a short budget (arguments below), both "
+            f"Training, real tokens per second, {runs} at a short budget (arguments below), both "
             f"sides in the same precision; × transformers fp32 = bertkit in bf16 against transformers in its "
             f"default fp32. Share = useful GFLOP/s (formula in `benchmarks/performance.py`) over the measured "
             f"matmul ceiling of the row's precision: fp32 {ceiling_text(ceiling)}"
@@ -203,7 +211,7 @@ def performance_tables(path: Path) -> list[str]:
         versus_fp32, target = row.get("ratio_to_transformers_fp32"), row["target"]
         lines.append(
             f"| {row['task']} | {row.get('precision', 'fp32')} | {row['bertkit_tokens_per_second']:,.0f} | "
-            f"{row['transformers_tokens_per_second']:,.0f} | {row['ratio']:.2f} | "
+            f"{row['transformers_tokens_per_second']:,.0f} | {row['ratio']:.2f}{spread(row)} | "
             f"{'—' if versus_fp32 is None else f'{versus_fp32:.2f}'} | {'—' if target is None else f'≥ {target:g}'} | "
             f"{100 * row['bertkit_ceiling_share']:.0f} % | {100 * row['transformers_ceiling_share']:.0f} % | "
             f"`{data['budgets'][row['task']]}` |"
