@@ -82,6 +82,11 @@ def run_script(arguments: list[str], output: Path) -> dict[str, Any]:
     return json.loads(output.read_text())
 
 
+def speedup(result: dict[str, Any]) -> float:
+    """bertkit's real tokens/s over transformers' in one comparison's result."""
+    return result["bertkit"]["tokens_per_second"] / result["transformers"]["tokens_per_second"]
+
+
 def training_row(task: str, result: dict[str, Any], target: float | None) -> dict[str, Any]:
     """Tokens/s of both sides, their ratio, and each side's GFLOP/s (``target`` None: no target
     for this precision)."""
@@ -98,7 +103,7 @@ def training_row(task: str, result: dict[str, Any], target: float | None) -> dic
         "task": task,
         "bertkit_tokens_per_second": round(ours, 1),
         "transformers_tokens_per_second": round(theirs, 1),
-        "ratio": round(ours / theirs, 2),
+        "ratio": round(speedup(result), 2),
         "target": target,
         "gflop_per_token": round(flops / 1e9, 4),
         "bertkit_gflops": round(ours * flops / 1e9, 1),
@@ -146,13 +151,11 @@ def main() -> None:
                         run_script(arguments + ["--bf16"] * bf16, Path(tmp) / f"{key}_{i}.json")
                         for i in range(args.repeats)
                     ]
-                    trials.sort(
-                        key=lambda r: r["bertkit"]["tokens_per_second"] / r["transformers"]["tokens_per_second"]
-                    )
+                    trials.sort(key=speedup)
                     results[key] = trials[(len(trials) - 1) // 2]  # the median run (the lower of an even count)
                     row = training_row(task, results[key], None if bf16 else target)
                     if args.repeats > 1:
-                        row["ratios"] = [training_row(task, trial, None)["ratio"] for trial in trials]
+                        row["ratios"] = [round(speedup(trial), 2) for trial in trials]
                     rows.append({"precision": precision} | row)
                     print(rows[-1], flush=True)
         if args.only is None or "inference" in args.only:

@@ -5,10 +5,10 @@
 log-softmax's gradient (M x V) before the decoder's two products read it. At pre-training's
 sizes (M = 15 % of the batch's tokens, V = 29-31 k) each of these tensors is tens to hundreds of
 MB; on the CPU that is past glibc's largest mmap threshold (32 MB), so each is fresh memory whose
-pages fault in on first touch. Here the logits are written into one reused buffer, turned into exp(z - max z) in place,
-and the backward scales that same buffer into the gradient softmax(z) - onehot(y) (the identity
-used by Liger Kernel's fused linear cross-entropy, Hsu et al. 2024): one (M, V) tensor in all.
-The loss is the same function, to float32 rounding.
+pages fault in on first touch. Here the logits are written into one reused buffer, turned into
+exp(z - max z) in place, and the backward scales that same buffer into the gradient
+softmax(z) - onehot(y) (the identity used by Liger Kernel's fused linear cross-entropy, Hsu et
+al. 2024): one (M, V) tensor in all. The loss is the same function, to float32 rounding.
 """
 
 from __future__ import annotations
