@@ -1,0 +1,80 @@
+"""Checkpoints and export folders written by release 0.1 (``tests/fixtures/legacy``, one per
+built-in head, made by its ``make.py``) load in this release and compute what they computed
+then: the module's outputs on the recorded batch, and ``Predictor`` records from the checkpoint
+and from the export folder."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.conftest import ROOT
+
+LEGACY = ROOT / "tests" / "fixtures" / "legacy"
+NAMES = ["token", "token_crf", "span", "sequence", "qa", "mlm", "pretraining", "electra", "multitask"]
+
+
+@pytest.fixture(autouse=True)
+def _from_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checkpoints name their pretrained encoder by a path relative to the repository root."""
+    monkeypatch.chdir(ROOT)
+
+
+def same(got: Any, want: Any, where: str = "") -> None:
+    """``got`` equals ``want`` (JSON values), floats to 1e-5 relative (1e-6 absolute)."""
+    if isinstance(want, float) and isinstance(got, (int, float)):
+        assert math.isclose(got, want, rel_tol=1e-5, abs_tol=1e-6), f"{where}: {got} != {want}"
+    elif isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), f"{where}: keys {sorted(got)} != {sorted(want)}"
+        for key in want:
+            same(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), f"{where}: {got!r} != {want!r}"
+        for i, (a, b) in enumerate(zip(got, want, strict=True)):
+            same(a, b, f"{where}[{i}]")
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_release_0_1_checkpoint_computes_what_it_computed(name: str) -> None:
+    from bertkit.module import BertModule
+
+    model = BertModule.load_from_checkpoint(LEGACY / f"{name}.ckpt", map_location="cpu").eval()
+    batch = json.loads((LEGACY / f"{name}.batch.json").read_text(encoding="utf-8"))
+    batch = {k: torch.tensor(v) for k, v in batch.items()}
+    if name == "multitask":
+        batch["task"] = ["ner"] * len(batch["input_ids"])
+    batch["example_index"] = torch.arange(len(batch["input_ids"]))
+    if name in ("mlm", "pretraining"):  # the head finds [MASK] through the tokenizer it featurized with
+        model.head.featurize(model.head.read_text_lines(Path("x"), [(1, "[MASK]")]), model.tokenizer, 8)
+    with torch.inference_mode():
+        outputs = model(batch)
+    want = load_file(str(LEGACY / f"{name}.outputs.safetensors"))
+    assert set(want) <= set(outputs), f"{name}: outputs {sorted(outputs)} lack {sorted(set(want) - set(outputs))}"
+    for key, tensor in want.items():
+        torch.testing.assert_close(outputs[key], tensor, rtol=1e-5, atol=1e-6, msg=f"{name}: {key}")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "multitask"])
+def test_a_release_0_1_checkpoint_and_export_predict_the_recorded_records(name: str) -> None:
+    from bertkit.inference import Predictor
+
+    recorded = json.loads((LEGACY / f"{name}.records.json").read_text(encoding="utf-8"))
+    same(Predictor.from_checkpoint(LEGACY / f"{name}.ckpt").predict(recorded["inputs"]), recorded["checkpoint"], name)
+    if "export" in recorded:
+        same(Predictor.from_export(LEGACY / name).predict(recorded["inputs"]), recorded["export"], f"{name} export")
+
+
+def test_every_head_has_a_fixture() -> None:
+    written = json.loads((LEGACY / "written.json").read_text(encoding="utf-8"))
+    assert len(written["commit"]) == 40
+    for name in NAMES:
+        assert (LEGACY / f"{name}.ckpt").is_file() and (LEGACY / name / "config.json").is_file()
+    assert {Path(p).stem for p in LEGACY.glob("*.ckpt")} == set(NAMES)
