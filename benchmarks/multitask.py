@@ -84,7 +84,7 @@ def summary(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for task, score in SCORES.items():
         multi = [r["multi"]["test"][f"test/{task}/{score}"] for r in runs.values()]
         single = [r["single"][task]["test"][f"test/{score}"] for r in runs.values()]
-        deltas = [m - s for m, s in zip(multi, single)]
+        deltas = [m - s for m, s in zip(multi, single, strict=True)]
         sd = statistics.stdev(deltas) if len(deltas) > 1 else math.nan
         difference[task] = {
             "score": score,

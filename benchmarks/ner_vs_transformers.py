@@ -35,7 +35,7 @@ def write_conll(path: Path, sentences: list[Sentence]) -> None:
     for i, s in enumerate(sentences):
         if i and s.document != sentences[i - 1].document:
             lines += ["-DOCSTART- O", ""]
-        lines += [f"{w} {t}" for w, t in zip(s.words, s.tags)] + [""]
+        lines += [f"{w} {t}" for w, t in zip(s.words, s.tags, strict=True)] + [""]
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
@@ -95,7 +95,7 @@ def run_transformers(args: argparse.Namespace, train: list[Sentence], test: list
     result = common.fit_transformers(trainer, train_rows, args.epochs)
     logits = trainer.predict(test_rows).predictions
     gold, pred = [], []
-    for row, scores in zip(test_rows, logits):
+    for row, scores in zip(test_rows, logits, strict=True):
         keep = [(label, int(scores[k].argmax())) for k, label in enumerate(row["labels"]) if label != -100]
         gold.append([tags[g] for g, _ in keep]), pred.append([tags[p] for _, p in keep])
     dropped = sum(len(s.words) for s in test) - sum(len(g) for g in gold)

@@ -49,7 +49,7 @@ def onnx_forward(path: Path, outputs: list[str]):
 
     def forward(batch: dict) -> dict[str, torch.Tensor]:
         got = session.run(outputs, {k: batch[k].numpy() for k in names})
-        return {name: torch.from_numpy(array) for name, array in zip(outputs, got)}
+        return {name: torch.from_numpy(array) for name, array in zip(outputs, got, strict=True)}
 
     return forward
 

@@ -69,8 +69,8 @@ INFERENCE = ["inference_vs_transformers.py"]
 
 def flops_per_token(config: BertConfig, length: float, vocab: int | None) -> float:
     """The module docstring's formula; ``vocab`` None: no masked-LM decoder."""
-    L, H, I = config.num_hidden_layers, config.hidden_size, config.intermediate_size
-    blocks = 6 * (L * (4 * H * H + 2 * H * I) + 2 * L * H * length)
+    L, H, F = config.num_hidden_layers, config.hidden_size, config.intermediate_size
+    blocks = 6 * (L * (4 * H * H + 2 * H * F) + 2 * L * H * length)
     return blocks + (6 * MASKED_FRACTION * H * vocab if vocab else 0)
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from common import machine  # noqa: E402
+import matplotlib.pyplot as plt
+from common import machine
 
 
 def metrics(log_dir: Path) -> list[dict[str, str]]:

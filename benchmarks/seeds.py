@@ -56,7 +56,7 @@ def spread(values: list[float]) -> dict[str, float]:
 
 def paired(ours: list[float], theirs: list[float]) -> dict[str, float]:
     """The per-seed difference ours − theirs: its mean, spread and t = mean / standard error."""
-    out = spread([a - b for a, b in zip(ours, theirs)])
+    out = spread([a - b for a, b in zip(ours, theirs, strict=True)])
     out["t"] = out["mean"] / out["se"] if out["se"] > 0 else math.nan
     out["within_one_se"] = abs(out["mean"]) <= out["se"]
     return out

@@ -52,7 +52,10 @@ def breakdown(events: Any, steps: int) -> dict[str, Any]:
     product_us = sum(e.self_cpu_time_total for e in products)
     optimizer_us = sum(e.self_cpu_time_total for e in events if e.key in OPTIMIZER)
     rest = sorted((e for e in events if e.key not in PRODUCTS + OPTIMIZER), key=lambda e: -e.self_cpu_time_total)
-    share = lambda us: round(us / total, 3)
+
+    def share(us: float) -> float:
+        return round(us / total, 3)
+
     return {
         "step_ms": round(total / steps / 1000, 1),
         "share": {

@@ -154,7 +154,7 @@ def load_checkpoint(path: str | Path, mmap: bool = False, map_location: Any = "c
         )
     try:
         state = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except Exception as err:  # noqa: BLE001 - any unreadable file gets the same clear message
+    except Exception as err:  # any unreadable file gets the same clear message
         reason = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
         raise ValueError(
             f"{path}: not a readable checkpoint ({reason}); pass a .ckpt file written by `bertkit fit`"

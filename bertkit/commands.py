@@ -90,7 +90,7 @@ def embed(
                 kept += vectors
                 sources += part_sources
                 continue
-            for source, text, words, vector in zip(part_sources, texts, tokens, vectors):
+            for source, text, words, vector in zip(part_sources, texts, tokens, vectors, strict=True):
                 record = {"source": source, "text": text}
                 record |= (
                     {"tokens": words, "features": vector.tolist()}

@@ -51,7 +51,7 @@ def embed_texts(
         mask = torch.tensor([[1] * lengths[i] + [0] * (T - lengths[i]) for i in rows])
         out = encoder(ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), output_hidden_states=True)
         x = token_features(out.hidden_states, features).float()  # (B, T, D)
-        for i, row in zip(rows, x):
+        for i, row in zip(rows, x, strict=True):
             n = lengths[i]
             vectors[i] = row[:n] if pooling == "tokens" else row[0] if pooling == "cls" else row[:n].mean(0)
     to_token = tokenizer.backend.id_to_token

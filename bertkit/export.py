@@ -91,7 +91,7 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
             want = wrapper(*(check[k] for k in INPUTS))
         real = check["attention_mask"].bool()
         worst = 0.0
-        for name, ours, theirs in zip(outputs, want, got):
+        for name, ours, theirs in zip(outputs, want, got, strict=True):
             diff = (torch.from_numpy(theirs) - ours).abs()
             per_token = ours.dim() == 3 or name != "logits"  # (B, T, C) tags, (B, T) span ends; else (B, C)
             worst = max(worst, float((diff[real] if per_token else diff).max()))

@@ -231,7 +231,9 @@ class Head(nn.Module, HyperparametersMixin, ABC):
                 windows joins them in its own ``format_predictions`` (``by_example`` groups them).
         """
         records = []
-        for index, (example, group) in enumerate(zip(examples, by_example(predictions, len(examples), self))):
+        for index, (example, group) in enumerate(
+            zip(examples, by_example(predictions, len(examples), self), strict=True)
+        ):
             if len(group) > 1:
                 raise ValueError(
                     f"{type(self).__name__}: example {index} has several features; the default "

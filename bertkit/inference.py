@@ -298,7 +298,7 @@ class Predictor:
         lengths = [len(f["input_ids"]) for f in features]
         longest_first = sorted(range(len(features)), key=lambda i: -lengths[i])
         records: list[dict[str, Any]] = []  # they name their example: format_predictions joins them
-        for b, rows in enumerate(cut_by_tokens(longest_first, lengths, self.max_tokens, padded=True)):
+        for rows in cut_by_tokens(longest_first, lengths, self.max_tokens, padded=True):
             batch = pad_batch([features[i] for i in rows], tokenizer.pad_token_id, head.pad_values)
             batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
             records += head.predict(self.forward(batch), batch)
@@ -393,7 +393,7 @@ class OnnxLogits:
 
     def __call__(self, batch: Batch) -> dict[str, torch.Tensor]:
         feed = {k: batch[k].cpu().numpy() for k in ONNX_INPUTS}
-        return dict(zip(self.outputs, (torch.from_numpy(a) for a in self.session.run(self.outputs, feed))))
+        return dict(zip(self.outputs, (torch.from_numpy(a) for a in self.session.run(self.outputs, feed)), strict=True))
 
 
 def _description(family: str, head: Head, hidden_size: int, backend: Backend) -> dict[str, Any]:

@@ -222,6 +222,6 @@ class MultiTaskHead(Head):
                 {**p, "example_index": local[p["example_index"]]} for p in predictions if p["example_index"] in local
             ]
             formatted = self.heads[name].format_predictions([examples[i].example for i in positions], own)
-            for index, record in zip(positions, formatted):
+            for index, record in zip(positions, formatted, strict=True):
                 records[index] = {"task": name, **record}
         return records

@@ -51,9 +51,10 @@ def write_plots(metrics_csv: str | Path) -> list[Path]:
     written: list[Path] = []
     if losses or scores:
         figure, axes = plt.subplots(1, 2 if scores else 1, figsize=(12 if scores else 6, 4), squeeze=False)
-        for ax, keys, title in zip(axes[0], (losses, scores), ("loss", "scores")):
+        # one axis without scores: the scores' column is left out
+        for ax, keys, title in zip(axes[0], (losses, scores), ("loss", "scores"), strict=False):
             for key in keys:
-                steps, values = zip(*curves[key])
+                steps, values = zip(*curves[key], strict=True)
                 ax.plot(steps, values, marker="o" if len(steps) < 20 else None, label=key)
             ax.set(xlabel="optimizer step", title=title)
             ax.grid(alpha=0.3)

@@ -73,7 +73,7 @@ class Encoded:
 
 def _trim(offsets: list[tuple[int, int]], sequence_ids: list[int | None], texts: Sequence[str]) -> list:
     trimmed = []
-    for (start, end), s in zip(offsets, sequence_ids):
+    for (start, end), s in zip(offsets, sequence_ids, strict=True):
         if s is not None:
             text = texts[s]
             while start < end and text[start].isspace():
@@ -121,7 +121,7 @@ def _read_template(backend: Tokenizer, pair: bool) -> Template:
     """The template the backend's post-processor applies, read off a probe encoding."""
     probe = backend.encode(["a"], ["b"] if pair else None, is_pretokenized=True)
     template: list[tuple[int | str, int]] = []
-    for token, segment, sequence in zip(probe.ids, probe.type_ids, probe.sequence_ids):
+    for token, segment, sequence in zip(probe.ids, probe.type_ids, probe.sequence_ids, strict=True):
         piece = token if sequence is None else ("$A", "$B")[sequence]
         if sequence is None or not template or template[-1][0] != piece:
             template.append((piece, segment))
@@ -354,7 +354,7 @@ class BertTokenizer:
         specials = self.num_special_tokens(pair=pairs is not None)
         if max_length is not None and max_length <= specials:
             raise ValueError(f"max_length={max_length}: must leave room for {specials} special tokens")
-        inputs = texts if pairs is None else list(zip(texts, pairs))
+        inputs = texts if pairs is None else list(zip(texts, pairs, strict=True))
         encodings = self._encode(inputs, is_pretokenized, add_special_tokens=True)
         if max_length is None:
             return encodings
@@ -374,7 +374,7 @@ class BertTokenizer:
         if is_pretokenized or not self._trims:
             return [Encoded.from_encoding(e) for e in encodings]
         texts = [(x,) if isinstance(x, str) else x for x in inputs]
-        return [Encoded.from_encoding(e, t) for e, t in zip(encodings, texts)]
+        return [Encoded.from_encoding(e, t) for e, t in zip(encodings, texts, strict=True)]
 
 
 def truncate_pair(len_a: int, len_b: int, budget: int) -> tuple[int, int]:

@@ -100,7 +100,7 @@ class Blocks:
         for seqs in members:
             lengths = [offsets[b + 1] - offsets[b] for b in seqs]
             T = max(lengths)
-            for b, n in zip(seqs, lengths):
+            for b, n in zip(seqs, lengths, strict=True):
                 scatter[offsets[b] : offsets[b] + n] = range(len(gather), len(gather) + n)
                 gather += range(offsets[b], offsets[b] + n)
                 gather += [offsets[seqs[0]]] * (T - n)
@@ -110,7 +110,10 @@ class Blocks:
         sequences = [b for seqs in members for b in seqs]
         order = sorted(range(len(sequences)), key=sequences.__getitem__)
         identity = len(blocks) == 1 and blocks[0].key_mask is None and sequences == order
-        as_tensor = lambda values: torch.tensor(values, dtype=torch.long, device=device)
+
+        def as_tensor(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.long, device=device)
+
         return cls(blocks, as_tensor(gather), as_tensor(scatter), as_tensor(sequences), as_tensor(order), identity)
 
     @property
@@ -246,7 +249,7 @@ def packed_attention(
     cls_only: bool = False,
     window: int | None = None,
 ) -> torch.Tensor:
-    """Attention of packed sequences; each token attends to the real tokens of its sequence
+    r"""Attention of packed sequences; each token attends to the real tokens of its sequence
     (those at most ``window`` positions away, for a local layer). It runs eagerly inside a
     ``torch.compile``\ d block (the projections and MLP around it are compiled): its route reads
     the batch's lengths on the host, so compiled it would recompile for every new batch layout.
@@ -362,7 +365,7 @@ def blocked_attention(
     out = [
         _attend_block(qb, kb, vb, block, dropout_p, cls_only, window)
         for block, qb, kb, vb in zip(
-            plan.blocks, queries.split(query_sizes), keys.split(plan.sizes), values.split(plan.sizes)
+            plan.blocks, queries.split(query_sizes), keys.split(plan.sizes), values.split(plan.sizes), strict=True
         )
     ]
     return torch.cat(out)[plan.sequence_order if cls_only else plan.scatter]

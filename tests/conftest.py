@@ -113,14 +113,14 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
             warnings.simplefilter("default")
             warnings.simplefilter("ignore", DeprecationWarning)
             warnings.showwarning = _to_stderr  # as a process prints them (pytest would record them)
-            for handler, stream in zip(handlers, streams):
+            for handler, stream in zip(handlers, streams, strict=True):
                 handler.setStream(out if stream in (sys.stdout, sys.__stdout__) else err)
             try:
                 code = main(args)
             except SystemExit as stop:
                 code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     finally:
-        for handler, stream in zip(handlers, streams):
+        for handler, stream in zip(handlers, streams, strict=True):
             handler.setStream(stream)
         os.chdir(saved_cwd)
         os.environ.clear()

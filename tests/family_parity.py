@@ -42,7 +42,7 @@ def docs_text() -> list[str]:
 
 
 def batch(tokenizer, pairs: bool) -> dict[str, torch.Tensor]:
-    encoded = tokenizer.encode_batch(*zip(*PAIRS)) if pairs else tokenizer.encode_batch(SENTENCES)
+    encoded = tokenizer.encode_batch(*zip(*PAIRS, strict=True)) if pairs else tokenizer.encode_batch(SENTENCES)
     features = [{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded]
     return pad_batch(features, pad_token_id=tokenizer.pad_token_id)
 

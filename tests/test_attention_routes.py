@@ -53,7 +53,7 @@ def compare(how, lengths, cls_only, window, seed):
     upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
     ours = torch.autograd.grad(out, packed, upstream)
     theirs = torch.autograd.grad(reference, leaves, upstream)
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
         assert (a - layout.unpad(b.transpose(1, 2))).abs().max() <= 1e-10
 
 
@@ -161,5 +161,7 @@ def test_cpu_attention_with_dropout_is_sdpa_math(lengths, queries, seed):
     theirs = F.scaled_dot_product_attention(q_in, k, v, attn_mask=mask)
     assert (ours - theirs).abs().max() <= 1e-10
     upstream = torch.randn(ours.shape, generator=g, dtype=torch.float64)
-    for a, b in zip(torch.autograd.grad(ours, (q, k, v), upstream), torch.autograd.grad(theirs, (q, k, v), upstream)):
+    for a, b in zip(
+        torch.autograd.grad(ours, (q, k, v), upstream), torch.autograd.grad(theirs, (q, k, v), upstream), strict=True
+    ):
         assert (a - b).abs().max() <= 1e-10

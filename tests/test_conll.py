@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -29,7 +30,7 @@ def test_real_conll2003_train_counts_and_scheme():
     counts = Counter(kind for s in sentences for kind, _, _ in entities(s.tags))
     assert counts == {"PER": 6600, "LOC": 7140, "ORG": 6321, "MISC": 3438}
     for s in sentences:  # valid IOB2: every I-X continues an X entity
-        for prev, tag in zip(["O", *s.tags], s.tags):
+        for prev, tag in itertools.pairwise(["O", *s.tags]):
             assert not tag.startswith("I-") or prev[2:] == tag[2:]
 
 

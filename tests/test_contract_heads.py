@@ -98,7 +98,7 @@ def test_word_tagger_with_its_own_padded_key(site, tmp_path):
     gold = [t for s in unseen for _, t in s]
     predicted = [t for r in records for t in r["tags"]]
     assert len(predicted) == len(gold)  # one tag per word: padding never became a word
-    assert sum(p == g for p, g in zip(predicted, gold)) / len(gold) >= 0.95
+    assert sum(p == g for p, g in zip(predicted, gold, strict=True)) / len(gold) >= 0.95
 
 
 def test_readme_score_head_trains_tests_and_predicts(site, tmp_path):

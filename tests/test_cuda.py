@@ -138,7 +138,7 @@ def test_compiled_blocks_on_cuda_match_eager():
             outputs.append(encoder(ids, mask).last_hidden_state[mask.bool()])
     for block in encoder.encoder.layer:
         block.compile(dynamic=True)
-    for expected, lengths in zip(outputs, (LENGTHS, [12, 7, 90], LENGTHS[:3])):
+    for expected, lengths in zip(outputs, (LENGTHS, [12, 7, 90], LENGTHS[:3]), strict=True):
         ids, mask = batch(lengths)
         with torch.no_grad(), torch.autocast("cuda", torch.bfloat16):
             assert relative(encoder(ids, mask).last_hidden_state[mask.bool()], expected) < 1e-2

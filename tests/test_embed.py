@@ -59,7 +59,7 @@ def test_token_features_to_jsonl(tmp_path, reference):
     assert main([*args, "--pooling", "tokens"]) == 0
     records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [r["text"] for r in records] == [t for t in TEXTS if t]
-    for record, s in zip(records, states):
+    for record, s in zip(records, states, strict=True):
         want = torch.cat(s[-4:], dim=-1)[0]  # (T, 4H)
         assert record["tokens"] == tokenizer.convert_ids_to_tokens(tokenizer(record["text"])["input_ids"])
         torch.testing.assert_close(torch.tensor(record["features"]), want, atol=1e-4, rtol=1e-4)

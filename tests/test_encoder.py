@@ -76,7 +76,7 @@ def test_unpadded_equals_padded_outputs_and_gradients(pair):
         packed, padded = _both_paths(ours, batch, output_hidden_states=True)
         assert packed.layout is not None and packed.packed.shape == (int(mask.sum()), ours.config.hidden_size)
         assert (packed.pooler_output - padded.pooler_output).abs().max() <= 1e-5
-        for x, y in zip(packed.hidden_states, padded.hidden_states):
+        for x, y in zip(packed.hidden_states, padded.hidden_states, strict=True):
             assert (x - y)[mask].abs().max() <= 1e-5
             assert (x[~mask] == 0).all()  # re-padded with zeros
         assert (packed.select(mask) - padded.last_hidden_state[mask]).abs().max() <= 1e-5
@@ -105,7 +105,7 @@ def test_pooler_and_all_hidden_states(pair):
     assert len(b.hidden_states) == ours.config.num_hidden_layers + 1
     assert (a.pooler_output - b.pooler_output).abs().max() <= 1e-4
     mask = batch["attention_mask"].bool()
-    for x, y in zip(a.hidden_states, b.hidden_states):
+    for x, y in zip(a.hidden_states, b.hidden_states, strict=True):
         assert (x - y)[mask].abs().max() <= 1e-4
 
 

@@ -102,7 +102,10 @@ def test_squad_rows_in_json_lines_keep_their_answers(tmp_path):
     run.datamodule.setup("fit")
     examples = run.datamodule.examples["train"]
     assert [e.id for e in examples] == ["q1", "q2"]
-    assert [(a.text, a.start) for e in examples for a in e.answers] == [("Marta Kowalczyk", 0), ("Oslo", context.index("Oslo"))]
+    assert [(a.text, a.start) for e in examples for a in e.answers] == [
+        ("Marta Kowalczyk", 0),
+        ("Oslo", context.index("Oslo")),
+    ]
 
 
 def test_a_missing_split_is_an_error_naming_the_splits_there(tmp_path):

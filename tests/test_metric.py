@@ -58,8 +58,8 @@ def test_metric_joins_shuffled_word_level_updates(gold):
     index = {t: i for i, t in enumerate(TAGS)}
     rows = [
         (e, w, index[p], index[g])
-        for e, (gs, ps) in enumerate(zip(sample, pred))
-        for w, (g, p) in enumerate(zip(gs, ps))
+        for e, (gs, ps) in enumerate(zip(sample, pred, strict=True))
+        for w, (g, p) in enumerate(zip(gs, ps, strict=True))
     ]
     random.Random(0).shuffle(rows)
     metric = EntityF1(TAGS)

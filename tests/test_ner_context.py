@@ -55,7 +55,7 @@ def test_a_window_is_encoded_with_its_documents_neighbours_only(tmp_path: Path, 
         ids[1][-3:] + ids[2],  # the last of its document: nothing from the next document
         ids[3],  # alone in its document
     ]
-    for feature, want, sentence, own in zip(features, expected, sentences, ids):
+    for feature, want, sentence, _ in zip(features, expected, sentences, ids, strict=True):
         assert feature["input_ids"] == [cls, *want, sep]
         owned = [w for w in feature["word_index"] if w >= 0]
         assert owned == list(range(len(sentence.words)))  # its own words, each once

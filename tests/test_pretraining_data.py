@@ -283,7 +283,7 @@ def test_shards_read_back_exactly(tmp_path: Path) -> None:
     entries = [write_shard(tmp_path / f"shard-{i:05d}", *part) for i, part in enumerate(parts)]
     write_manifest(tmp_path, {"static_masking": True, "shards": entries})
     shards = Shards(tmp_path)
-    flat = [(x, m) for instances, masks in parts for x, m in zip(instances, masks)]
+    flat = [(x, m) for instances, masks in parts for x, m in zip(instances, masks, strict=True)]
     assert len(shards) == len(flat) == 20
     assert shards.lengths.tolist() == [len(x.input_ids) for x, _ in flat]
     copy = pickle.loads(pickle.dumps(shards))  # what a DataLoader worker receives: the path, no arrays

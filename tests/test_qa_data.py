@@ -226,7 +226,9 @@ def test_window_candidates_respect_the_rules() -> None:
     may_start = torch.tensor([[0, 1, 1, 1, 1, 1, 0, 1]]).bool()  # 6: not max context
     may_end = torch.tensor([[0, 1, 1, 1, 1, 1, 1, 1]]).bool()
     scores, starts, ends = window_candidates(start_logits, end_logits, may_start, may_end, 20, max_answer_length=3)
-    pairs = {(s, e): v for s, e, v in zip(starts[0].tolist(), ends[0].tolist(), scores[0].tolist()) if v > -1e30}
+    pairs = {
+        (s, e): v for s, e, v in zip(starts[0].tolist(), ends[0].tolist(), scores[0].tolist(), strict=True) if v > -1e30
+    }
     assert max(pairs, key=pairs.get) == (3, 4)  # 3+4; (6, 7) would be 13 but 6 may not start
     assert all(s <= e <= s + 2 and s != 6 and s >= 1 for s, e in pairs)
     assert len(pairs) == sum(1 for s in range(1, T) for e in range(1, T) if may_start[0, s] and s <= e <= s + 2)

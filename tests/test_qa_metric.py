@@ -71,7 +71,7 @@ def test_v2_scores_and_best_threshold_equal_official(rows: list, threshold: floa
     metric = SquadScore(version_2=True, threshold=threshold)
     metric.update(spans, diffs, golds)
     ours = {k: float(v) for k, v in metric.compute().items()}
-    made = {str(i): "" if d > threshold else s for i, (s, d) in enumerate(zip(spans, diffs))}
+    made = {str(i): "" if d > threshold else s for i, (s, d) in enumerate(zip(spans, diffs, strict=True))}
     expected = official.evaluate_v2(data, made)
     for key, value in expected.items():
         assert ours[{"exact": "exact_match"}.get(key, key)] == pytest.approx(value), key
@@ -126,6 +126,9 @@ def test_real_predictions_match_official_and_torchmetrics() -> None:
     tm = SQuAD()
     tm.update(
         [{"prediction_text": predictions[qa["id"]], "id": qa["id"]} for _, qa in examples],
-        [{"answers": {"text": g, "answer_start": [0] * len(g)}, "id": qa["id"]} for g, (_, qa) in zip(golds, examples)],
+        [
+            {"answers": {"text": g, "answer_start": [0] * len(g)}, "id": qa["id"]}
+            for g, (_, qa) in zip(golds, examples, strict=True)
+        ],
     )
     assert {k: float(v) for k, v in tm.compute().items()} == pytest.approx(expected, abs=1e-3)  # float32

@@ -95,7 +95,7 @@ def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> Non
     run_bertkit_fresh("predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path)
     records = [json.loads(line) for line in (tmp_path / "runs/squad_v2/predictions.jsonl").read_text().splitlines()]
     assert records[0]["id"] == "a" and records[1]["id"].endswith("questions.jsonl:2")
-    for record, question in zip(records, questions):
+    for record, question in zip(records, questions, strict=True):
         assert set(record) >= {"answer", "start", "end", "score", "abstained", "null_score_diff", "n_best"}
         assert record["abstained"] == (record["null_score_diff"] > tuned)
         if not record["abstained"]:

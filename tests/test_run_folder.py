@@ -73,4 +73,3 @@ def test_writers_fill_their_path_from_the_trainer(tmp_path):
     run = compose(RECIPES / "ner.yaml", overrides={"trainer.default_root_dir": str(tmp_path), "trainer.max_epochs": 1})
     run.trainer.predict(run.model, datamodule=run.datamodule)  # untrained weights: only the path matters here
     assert (tmp_path / "predictions.jsonl").is_file()
-

@@ -48,7 +48,7 @@ def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> N
     expected = prediction_records(model, data, trainer.predict(model, datamodule=data))
     ours = Predictor.from_model(model, max_length=32, max_tokens=64).predict(TEXTS)  # sorted, 2 windows a batch
     assert len(ours) == 3 and len(ours[1]["words"]) == len(LONG.split())  # every word of the windowed text
-    for mine, theirs in zip(ours, expected):
+    for mine, theirs in zip(ours, expected, strict=True):
         assert mine["tags"] == theirs["tags"] and mine["entities"] == theirs["entities"]
 
 
@@ -92,7 +92,7 @@ def test_predictor_reads_records_and_names_the_bad_input() -> None:
         [{"question": "Who flew?", "context": context}, {"question": "When?", "context": "On Tuesday."}]
     )
     assert [r["id"] for r in records] == ["inputs:1", "inputs:2"] and records[1]["question"] == "When?"
-    for record, ctx in zip(records, (context, "On Tuesday.")):
+    for record, ctx in zip(records, (context, "On Tuesday."), strict=True):
         assert record["answer"] == ctx[record["start"] : record["end"]] and record["n_best"]
     with pytest.raises(ValueError, match=r"inputs:2: no 'question' string"):
         predictor.predict([{"question": "Who?", "context": "x"}, {"context": "y"}])
@@ -326,7 +326,7 @@ def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoin
         assert server.wait(timeout=60) == 0, server.stdout.read()
     assert [status for status, _ in answers] == [200, 200, 422, 200], answers
     assert answers[2][1]["detail"] == "inputs[1]: empty text"
-    for body, (_, records) in zip(bodies, answers):
+    for body, (_, records) in zip(bodies, answers, strict=True):
         if isinstance(records, list):
             assert [r["text"] for r in records] == body and all(r["entities"] for r in records)
 
@@ -362,7 +362,7 @@ def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
             page.wait_for_selector(".entities")
             boxes = page.query_selector_all(".entities")
             assert len(boxes) == 2
-            for box, line in zip(boxes, lines):
+            for box, line in zip(boxes, lines, strict=True):
                 marks = box.query_selector_all("mark.entity")
                 assert [m.get_attribute("data-type") for m in marks] == ["PER"] * len(line.split())
                 assert [m.evaluate("m => m.firstChild.textContent") for m in marks] == line.split()

@@ -3,6 +3,8 @@ epoch, and a fit whose schedule counts the budgeted batches."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import pytorch_lightning as pl
 from hypothesis import given, settings
@@ -32,7 +34,7 @@ def test_batches_respect_the_budget_and_cover_every_feature(lengths, budget, pad
             assert cost <= budget
         # greedy: a batch and the first feature of the next would exceed the budget (ungrouped order)
         if not grouped:
-            for b, nxt in zip(batches, batches[1:]):
+            for b, nxt in itertools.pairwise(batches):
                 ext = b + nxt[:1]
                 cost = len(ext) * max(lengths[i] for i in ext) if padded else sum(lengths[i] for i in ext)
                 assert cost > budget

@@ -52,7 +52,7 @@ def conll_words() -> list[list[str]]:
 
 def trimmed(offsets, sequence_ids, texts):
     out = []
-    for (start, end), s in zip(offsets, sequence_ids):
+    for (start, end), s in zip(offsets, sequence_ids, strict=True):
         if s is not None:
             while start < end and texts[s][start].isspace():
                 start += 1
@@ -72,11 +72,11 @@ def test_sentences_ids_and_offsets(kind, tmp_path):
     assert len(texts) > 800
     assert [e.input_ids for e in encoded] == theirs["input_ids"]
     moved = 0
-    for i, (e, text) in enumerate(zip(encoded, texts)):
+    for i, (e, text) in enumerate(zip(encoded, texts, strict=True)):
         want = trimmed(theirs["offset_mapping"][i], theirs.sequence_ids(i), [text])
         moved += want != [tuple(o) for o in theirs["offset_mapping"][i]]
         assert e.offsets == want, text
-        for (start, end), sequence in zip(e.offsets, e.sequence_ids):
+        for (start, end), sequence in zip(e.offsets, e.sequence_ids, strict=True):
             assert sequence is None or not text[start:end].strip() or text[start:end] == text[start:end].strip()
     # transformers' offsets keep a token's leading space with byte-level BPE unless RobertaProcessing
     # trims it (ModernBERT#146) and with Metaspace: nearly every sentence; RobertaProcessing trims
@@ -88,14 +88,14 @@ def test_sentences_ids_and_offsets(kind, tmp_path):
 def test_pairs_template_and_build_inputs(kind, tmp_path):
     ours = BertTokenizer.from_pretrained(trained_tokenizers.save(trained(kind), tmp_path))
     hf = trained_tokenizers.hf_tokenizer(trained(kind))
-    questions, contexts = zip(*pairs())
+    questions, contexts = zip(*pairs(), strict=True)
     theirs = hf(list(questions), list(contexts), return_token_type_ids=True)
     encoded = ours.encode_batch(list(questions), list(contexts))
     assert [e.input_ids for e in encoded] == theirs["input_ids"]
     assert [e.token_type_ids for e in encoded] == theirs["token_type_ids"]
     assert ours.num_special_tokens(pair=True) == (3 if kind == "modernbert" else 4)
     assert ours.num_special_tokens() == 2
-    for (q, c), e in zip(pairs(), encoded):
+    for (q, c), e in zip(pairs(), encoded, strict=True):
         a, b = ours.tokenize([q, c])
         built = ours.build_inputs(a.input_ids, b.input_ids)
         assert built.input_ids == e.input_ids and built.token_type_ids == e.token_type_ids
@@ -120,7 +120,7 @@ def test_conll_words(kind, tmp_path):
     plain = ours.tokenize([" " + " ".join(w) for w in words[:200]])
     in_words = ours.tokenize(words[:200], is_pretokenized=True)
     # CoNLL words are separated by spaces, so the words' pieces are the text's pieces
-    same = sum(p.input_ids == w.input_ids for p, w in zip(plain, in_words))
+    same = sum(p.input_ids == w.input_ids for p, w in zip(plain, in_words, strict=True))
     assert same >= 190, same
 
 

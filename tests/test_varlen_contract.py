@@ -94,7 +94,7 @@ def test_the_varlen_branch_equals_the_padded_encoder(forced_varlen):
         packed = encoder(ids, mask, types, unpad=True, output_hidden_states=True)
         layers = encoder.config.num_hidden_layers
         assert forced_varlen == [{"sequences": 4, "max_q": 12, "max_k": 12}] * layers
-        for x, y in zip(packed.hidden_states, padded.hidden_states):
+        for x, y in zip(packed.hidden_states, padded.hidden_states, strict=True):
             assert (x - y)[real].abs().max() <= 1e-5
         assert (packed.pooler_output - padded.pooler_output).abs().max() <= 1e-5
         forced_varlen.clear()
@@ -146,7 +146,7 @@ def test_modernbert_local_layers_take_the_window(forced_varlen):
     windows = [call.get("window_size") for call in forced_varlen]
     assert windows == [None, (2, 2), (2, 2), None]
     packed, padded = ([*out.hidden_states, out.last_hidden_state] for out in outputs)
-    assert max((x - y)[real].abs().max().item() for x, y in zip(packed, padded)) <= 1e-5
+    assert max((x - y)[real].abs().max().item() for x, y in zip(packed, padded, strict=True)) <= 1e-5
 
 
 def test_modernbert_gradients_through_the_window_equal_the_padded_ones(forced_varlen):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from bertkit_plugins.token_tagging import TokenTaggingHead
 from bertkit_plugins.token_tagging.conll import Sentence
@@ -24,7 +26,7 @@ def test_windows_cover_everything_and_each_word_has_one_owner(pieces, budget, st
     stride = min(int(budget * stride_frac), budget - 1)
     spans = make_windows(word_ids, budget, stride)
     assert spans[0][0] == 0 and spans[-1][1] == len(word_ids)
-    for (s1, e1), (s2, _) in zip(spans, spans[1:]):
+    for (s1, e1), (s2, _) in itertools.pairwise(spans):
         assert s1 < s2 <= e1  # progress, no gap
     assert all(0 < e - s <= budget for s, e in spans)
     owner = owners(word_ids, spans)
@@ -48,7 +50,7 @@ def test_long_sentence_loses_no_word(tokenizer):
     assert len(features) > 5 and all(len(f["input_ids"]) <= 64 for f in features)
     owned = sorted(w for f in features for w in f["word_index"] if w >= 0)
     assert owned == list(range(300))  # every word exactly once
-    labelled = [(w, label) for f in features for w, label in zip(f["word_index"], f["labels"]) if w >= 0]
+    labelled = [(w, label) for f in features for w, label in zip(f["word_index"], f["labels"], strict=True) if w >= 0]
     assert all(head.tags[label] == tags[w] for w, label in labelled)
     # Re-joining per-window predictions gives one tag per word, in order.
     preds = [{"example_index": 0, "word_index": w, "tag": tags[w]} for w, _ in labelled]

@@ -83,7 +83,7 @@ def hf_tokenizer(tokenizer: Tokenizer, words: bool = False):
         if steps["type"] == "ByteLevel":
             steps["add_prefix_space"] = True
     names = ROBERTA_SPECIALS if tokenizer.token_to_id("<s>") is not None else None
-    roles = dict(zip(("cls_token", "pad_token", "sep_token", "unk_token", "mask_token"), names)) if names else {
+    roles = dict(zip(("cls_token", "pad_token", "sep_token", "unk_token", "mask_token"), names, strict=True)) if names else {
         "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "mask_token": "[MASK]",
     }  # fmt: skip
     return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)), **roles)

@@ -278,17 +278,17 @@ class ReplacedTokenDetectionHead(CorpusHead):
         lengths = batch["attention_mask"].sum(-1).tolist()
         return [
             {"example_index": e, "input_ids": batch["input_ids"][i, :n].tolist(), "p": probabilities[i, :n].tolist()}
-            for i, (e, n) in enumerate(zip(batch["example_index"].tolist(), lengths))
+            for i, (e, n) in enumerate(zip(batch["example_index"].tolist(), lengths, strict=True))
         ]
 
     def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Per text: each token (specials included) and the probability that it was replaced."""
         to_token = self._tokenizer.backend.id_to_token
         records = []
-        for example, (feature,) in zip(examples, by_example(predictions, len(examples), self)):
+        for example, (feature,) in zip(examples, by_example(predictions, len(examples), self), strict=True):
             tokens = [
                 {"token": to_token(t), "replaced_probability": round(p, 6)}
-                for t, p in zip(feature["input_ids"], feature["p"])
+                for t, p in zip(feature["input_ids"], feature["p"], strict=True)
             ]
             records.append({"source": example.source, "text": example.text, "tokens": tokens})
         return records

@@ -131,11 +131,11 @@ class PreTrainingInstances:
                 self.special_ids,
             )
             inputs = masked.input_ids
-            for p, label in zip(masked.positions, masked.labels):
+            for p, label in zip(masked.positions, masked.labels, strict=True):
                 labels[p] = label
         else:
             inputs = list(ids)
-            for p, token in zip(item["masked_positions"].tolist(), item["masked_input_ids"].tolist()):
+            for p, token in zip(item["masked_positions"].tolist(), item["masked_input_ids"].tolist(), strict=True):
                 inputs[p], labels[p] = token, ids[p]
         return {
             "input_ids": inputs,
@@ -392,10 +392,10 @@ class MaskedLMHead(CorpusHead):
         rows, positions = outputs["mlm_chosen"].nonzero(as_tuple=True)
         to_token = self._tokenizer.backend.id_to_token
         records = [{"example_index": int(i), "masks": []} for i in batch["example_index"].tolist()]
-        for m, (row, position) in enumerate(zip(rows.tolist(), positions.tolist())):
+        for m, (row, position) in enumerate(zip(rows.tolist(), positions.tolist(), strict=True)):
             candidates = [
                 {"token": to_token(t), "probability": round(p, 6)}
-                for t, p in zip(top.indices[m].tolist(), top.values[m].tolist())
+                for t, p in zip(top.indices[m].tolist(), top.values[m].tolist(), strict=True)
             ]
             records[row]["masks"].append({"position": position, "candidates": candidates})
         return records
@@ -404,7 +404,7 @@ class MaskedLMHead(CorpusHead):
         """Per text: each ``[MASK]``'s token position and top-k candidates, and the text with
         every ``[MASK]`` replaced by its best candidate (``##`` continuation marks dropped)."""
         records = []
-        for example, features in zip(examples, by_example(predictions, len(examples), self)):
+        for example, features in zip(examples, by_example(predictions, len(examples), self), strict=True):
             masks = [mask for feature in features for mask in feature["masks"]]
             filled = example.text
             for mask in masks:

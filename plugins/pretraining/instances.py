@@ -65,7 +65,7 @@ def truncate_seq_pair(tokens_a: list, tokens_b: list, max_num_tokens: int, rng: 
 
 
 def _tokens(sentences: list[Sentence]) -> list[tuple[int, bool]]:
-    return [pair for ids, starts in sentences for pair in zip(ids, starts)]
+    return [pair for ids, starts in sentences for pair in zip(ids, starts, strict=True)]
 
 
 def _pack(a: list[tuple[int, bool]], b: list[tuple[int, bool]], template: PairTemplate, label: int) -> Instance:

@@ -49,7 +49,7 @@ def words(word_starts: list[bool], maskable: list[bool]) -> list[list[list[int]]
     """Maskable positions grouped into words, words grouped into runs (segments) that any
     non-maskable token (``[CLS]``, ``[SEP]``, padding) ends: runs -> words -> positions."""
     runs: list[list[list[int]]] = [[]]
-    for i, (start, ok) in enumerate(zip(word_starts, maskable)):
+    for i, (start, ok) in enumerate(zip(word_starts, maskable, strict=True)):
         if not ok:
             if runs[-1]:
                 runs.append([])

@@ -161,9 +161,9 @@ class QuestionAnsweringHead(Head):
         hp = self.hparams
         questions = tokenizer.tokenize([e.question for e in examples])
         passages = list(dict.fromkeys(e.context for e in examples))  # each passage tokenized once
-        contexts = dict(zip(passages, tokenizer.tokenize(passages)))
+        contexts = dict(zip(passages, tokenizer.tokenize(passages), strict=True))
         features = []
-        for index, (example, question) in enumerate(zip(examples, questions)):
+        for index, (example, question) in enumerate(zip(examples, questions, strict=True)):
             query = question.input_ids[: hp.max_query_length]
             room = max_length - len(query) - tokenizer.num_special_tokens(pair=True)
             if room < 1:
@@ -259,8 +259,8 @@ class QuestionAnsweringHead(Head):
         char_start, char_end = batch["char_start"].gather(1, starts), batch["char_end"].gather(1, ends)
         null = (start_logits[:, 0].float() + end_logits[:, 0].float()).tolist()
         windows = []
-        for i, (row, a, b) in enumerate(zip(scores.tolist(), char_start.tolist(), char_end.tolist())):
-            spans = [[s, x, y] for s, x, y in zip(row, a, b) if s > -math.inf]
+        for i, (row, a, b) in enumerate(zip(scores.tolist(), char_start.tolist(), char_end.tolist(), strict=True)):
+            spans = [[s, x, y] for s, x, y in zip(row, a, b, strict=True) if s > -math.inf]
             windows.append({"example_index": int(batch["example_index"][i]), "null_score": null[i], "spans": spans})
         return windows
 
@@ -270,7 +270,7 @@ class QuestionAnsweringHead(Head):
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         pending = self._pending[stage]
-        for window, example in zip(self._windows(outputs, batch), batch["example"]):
+        for window, example in zip(self._windows(outputs, batch), batch["example"], strict=True):
             pending.setdefault(window["example_index"], (example, []))[1].append(window)
 
     def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
@@ -300,7 +300,7 @@ class QuestionAnsweringHead(Head):
         """Per question: ``id``, ``question``, ``answer`` with its character ``start``/``end`` and
         ``score``; v2.0 adds ``abstained`` and ``null_score_diff``; ``n_best`` lists alternatives."""
         records = []
-        for example, windows in zip(examples, by_example(predictions, len(examples), self)):
+        for example, windows in zip(examples, by_example(predictions, len(examples), self), strict=True):
             record = self._answer(example, windows)
             record.pop("best_span")
             if not self.hparams.version_2_with_negative:

@@ -82,14 +82,14 @@ class SquadScore(Metric):
     def update(self, spans: list[str], diffs: list[float], golds: list[list[str]]) -> None:
         """Add questions: best span texts, null-score differences and gold answer texts."""
         rows = []
-        for span, diff, gold in zip(spans, diffs, golds):
+        for span, diff, gold in zip(spans, diffs, golds, strict=True):
             rows.append(
                 (diff, *best_scores(gold, span, self.version_2), *best_scores(gold, "", self.version_2))
                 + (float(bool(gold)), float(bool(span)))
             )
         if rows:
             columns = torch.tensor(rows, dtype=torch.float64, device=self.device).T
-            for name, column in zip(STATES, columns):
+            for name, column in zip(STATES, columns, strict=True):
                 getattr(self, name).append(column)
 
     def _states(self) -> dict[str, torch.Tensor]:

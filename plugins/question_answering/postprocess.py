@@ -102,7 +102,7 @@ def answer(
     if version_2:
         n_best.append({"text": "", "start": None, "end": None, "score": null_score})
         n_best.sort(key=lambda c: -c["score"])
-    for candidate, p in zip(n_best, _softmax([c["score"] for c in n_best])):
+    for candidate, p in zip(n_best, _softmax([c["score"] for c in n_best]), strict=True):
         candidate["probability"] = p
     record = {
         "answer": "" if abstained else best["text"],

@@ -78,7 +78,7 @@ def _answers(raw: Any, context: str, where: str) -> tuple[list[Answer], list[str
         texts, starts = raw.get("text", []), raw.get("answer_start", [])
         if len(texts) != len(starts):
             raise ValueError(f"{where}: answers has {len(texts)} texts but {len(starts)} answer_start values")
-        raw = [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]
+        raw = [{"text": t, "answer_start": s} for t, s in zip(texts, starts, strict=True)]
     if not isinstance(raw, list):
         raise ValueError(f"{where}: answers must be a list of {{text, answer_start}}")
     answers, status = [], []

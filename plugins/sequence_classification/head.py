@@ -285,7 +285,7 @@ class SequenceClassificationHead(Head):
         pairs = [e.text_pair for e in examples] if self.pair_column is not None else None
         encodings = tokenizer.encode_batch([e.text for e in examples], pairs, max_length)
         features = []
-        for index, (example, enc) in enumerate(zip(examples, encodings)):
+        for index, (example, enc) in enumerate(zip(examples, encodings, strict=True)):
             feature = {"input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids, "example_index": index}
             if example.label is not None:
                 feature["labels"] = self._label_target(example)
@@ -327,7 +327,10 @@ class SequenceClassificationHead(Head):
             scores = logits.squeeze(-1)
         else:
             scores = logits.sigmoid() if problem == "multi_label" else logits.softmax(-1)
-        return [{"example_index": i, "scores": s} for i, s in zip(batch["example_index"].tolist(), scores.tolist())]
+        return [
+            {"example_index": i, "scores": s}
+            for i, s in zip(batch["example_index"].tolist(), scores.tolist(), strict=True)
+        ]
 
     def format_record(self, example: Example, prediction: dict[str, Any]) -> dict[str, Any]:
         hp = self.hparams
@@ -338,7 +341,7 @@ class SequenceClassificationHead(Head):
         if hp.problem_type == "regression":
             record["score"] = values
         else:
-            probabilities = dict(zip(hp.labels, values))
+            probabilities = dict(zip(hp.labels, values, strict=True))
             if hp.problem_type == "multi_label":
                 record["labels"] = [label for label, p in probabilities.items() if p >= hp.threshold]
             else:

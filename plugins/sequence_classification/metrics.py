@@ -84,7 +84,7 @@ class ClassificationMetrics(nn.Module):
         """The epoch's values (``f1_<label>`` per label for single-label tasks with names)."""
         values = {name: metric.compute() for name, metric in self.metrics.items()}
         if "f1_per_label" in values:
-            values |= {f"f1_{label}": f1 for label, f1 in zip(self.labels, values.pop("f1_per_label"))}
+            values |= {f"f1_{label}": f1 for label, f1 in zip(self.labels, values.pop("f1_per_label"), strict=True)}
         return values
 
     def reset(self) -> None:

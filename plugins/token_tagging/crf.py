@@ -142,7 +142,7 @@ class CRF(nn.Module):
         self.transitions = nn.Parameter(torch.zeros(n, n))
         self.start_transitions = nn.Parameter(torch.zeros(n))
         self.end_transitions = nn.Parameter(torch.zeros(n))
-        for name, allowed in zip(("moves", "start", "end"), allowed_moves(tags, scheme)):
+        for name, allowed in zip(("moves", "start", "end"), allowed_moves(tags, scheme), strict=True):
             self.register_buffer(f"allowed_{name}", allowed, persistent=False)
 
     def scores(self, free_start: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -123,8 +123,8 @@ class TokenTaggingHead(Head):
 
     # ----- data -----
     def _check_types(self, sentences: list[Sentence]) -> None:
-        for s in sentences:
-            for tag, line in zip(s.tags or [], s.lines):
+        for s in (s for s in sentences if s.tags is not None):
+            for tag, line in zip(s.tags, s.lines, strict=True):
                 if tag not in self.tag_ids:
                     raise ValueError(
                         f"{s.source.rsplit(':', 1)[0]}:{line}: tag {tag} has an entity type not in "
@@ -180,7 +180,7 @@ class TokenTaggingHead(Head):
         budget = max_length - tokenizer.num_special_tokens()
         tokens = [
             self._word_tokens(sentence, enc.input_ids, enc.word_ids, tokenizer.unk_token_id)
-            for sentence, enc in zip(examples, encodings)
+            for sentence, enc in zip(examples, encodings, strict=True)
         ]
         for index, (ids, word_ids) in enumerate(tokens):
             spans = make_windows(word_ids, budget, min(hp.stride, budget - 1))
@@ -291,12 +291,12 @@ class TokenTaggingHead(Head):
         _, example, word, pred = self._word_level(outputs, batch)
         return [
             {"example_index": e, "word_index": w, "tag": self.tags[p]}
-            for e, w, p in zip(example.tolist(), word.tolist(), pred.tolist())
+            for e, w, p in zip(example.tolist(), word.tolist(), pred.tolist(), strict=True)
         ]
 
     def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         records = []
-        for sentence, words in zip(examples, by_example(predictions, len(examples), self)):
+        for sentence, words in zip(examples, by_example(predictions, len(examples), self), strict=True):
             sentence_tags = ["O"] * len(sentence.words)
             for p in words:
                 sentence_tags[p["word_index"]] = p["tag"]

@@ -35,10 +35,14 @@ def entity_scores(gold: list[list[str]], pred: list[list[str]], types: list[str]
         return precision, recall, f1
 
     scores = dict(
-        zip(("precision", "recall", "f1"), prf(sum(correct.values()), sum(n_pred.values()), sum(n_gold.values())))
+        zip(
+            ("precision", "recall", "f1"),
+            prf(sum(correct.values()), sum(n_pred.values()), sum(n_gold.values())),
+            strict=True,
+        )
     )
     for t in types:
-        for name, value in zip(("precision", "recall", "f1"), prf(correct[t], n_pred[t], n_gold[t])):
+        for name, value in zip(("precision", "recall", "f1"), prf(correct[t], n_pred[t], n_gold[t]), strict=True):
             scores[f"{name}_{t}"] = value
     return scores
 
@@ -78,7 +82,9 @@ class EntityF1(Metric):
         def cat(x: list[torch.Tensor] | torch.Tensor) -> list[int]:
             return (torch.cat(x) if isinstance(x, list) else x).tolist()
 
-        rows = sorted(set(zip(cat(self.example_index), cat(self.word_index), cat(self.preds), cat(self.target))))
+        rows = sorted(
+            set(zip(cat(self.example_index), cat(self.word_index), cat(self.preds), cat(self.target), strict=True))
+        )
         gold: dict[int, list[str]] = {}
         pred: dict[int, list[str]] = {}
         for ex, _, p, g in rows:

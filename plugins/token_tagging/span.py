@@ -65,7 +65,7 @@ def read_span_jsonl(path: str | Path, tokens_field: str, entities_field: str, la
                         f"{len(words)} (word indices, end exclusive), got {span!r}"
                     )
                 if not isinstance(kind, str):
-                    raise ValueError(f"{where}: {entities_field}[{i}]: expected a string type, got {kind!r}")  # noqa: TRY004 (bad data)
+                    raise ValueError(f"{where}: {entities_field}[{i}]: expected a string type, got {kind!r}")
                 spans.append((start, end, kind))
         number = int(where.rpartition(":")[2])
         sentences.append(Sentence(words, None, where, [number] * len(words), document=0, spans=spans))
@@ -167,16 +167,17 @@ class SpanHead(TokenTaggingHead):
         for window in self.windows(examples, tokenizer, max_length):
             sentence, word_ids = examples[window.example], window.word_ids
             firsts = [p == 0 or word_ids[p - 1] != word_ids[p] for p in range(window.start, window.end)]
-            words = [word_ids[p] for p, first in zip(range(window.start, window.end), firsts) if first]
+            words = [word_ids[p] for p, first in zip(range(window.start, window.end), firsts, strict=True) if first]
             owned = [
                 w if first and window.owner[w] == window.index else -1
-                for w, first in zip(word_ids[window.start : window.end], firsts)
+                for w, first in zip(word_ids[window.start : window.end], firsts, strict=True)
             ]
             feature = {
                 "input_ids": window.inputs.input_ids,
                 "token_type_ids": window.inputs.token_type_ids,
                 "word_present": window.spread(
-                    -1, [w if first else -1 for w, first in zip(word_ids[window.start : window.end], firsts)]
+                    -1,
+                    [w if first else -1 for w, first in zip(word_ids[window.start : window.end], firsts, strict=True)],
                 ),
                 "word_index": window.spread(-1, owned),
                 "example_index": window.example,
@@ -260,13 +261,13 @@ class SpanHead(TokenTaggingHead):
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
         spans, scores = self._spans(outputs)
         rows: list[dict[str, Any]] = [{"example_index": int(e), "spans": []} for e in batch["example_index"]]
-        for (row, first, end, label), score in zip(spans.tolist(), scores.tolist()):
+        for (row, first, end, label), score in zip(spans.tolist(), scores.tolist(), strict=True):
             rows[row]["spans"].append((first, end, self.types[label - 1], score))
         return rows
 
     def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         records = []
-        for sentence, windows in zip(examples, by_example(predictions, len(examples), self)):
+        for sentence, windows in zip(examples, by_example(predictions, len(examples), self), strict=True):
             spans = sorted((s for w in windows for s in w["spans"]), key=lambda s: (s[0], s[1]))
             if not self.hparams.nested:
                 spans = sorted(keep_best(spans), key=lambda s: (s[0], s[1]))

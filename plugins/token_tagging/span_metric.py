@@ -58,7 +58,7 @@ class SpanF1(Metric):
             return x.reshape(-1, width).tolist() if x.numel() else []
 
         scores = rows(self.scores, 1)
-        predicted = {tuple(p): s[0] for p, s in zip(rows(self.predicted, 4), scores)}
+        predicted = {tuple(p): s[0] for p, s in zip(rows(self.predicted, 4), scores, strict=True)}
         gold = {tuple(g) for g in rows(self.gold, 4)}
         if not self.nested:
             by_example: dict[int, list[tuple]] = {}

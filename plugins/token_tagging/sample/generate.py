@@ -161,7 +161,7 @@ def write(path: Path, n_docs: int, rng: random.Random) -> None:
             template = LONG if rng.random() < 0.02 else rng.choice(TEMPLATES)
             tokens = fill(template, rng)
             tags = to_iob1([t for _, t in tokens])
-            lines += [f"{w} {t}" for (w, _), t in zip(tokens, tags)] + [""]
+            lines += [f"{w} {t}" for (w, _), t in zip(tokens, tags, strict=True)] + [""]
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
