@@ -11,7 +11,7 @@ costs with it. MiniLM (all-MiniLM-L6-v2), batches of 32 from the real data.
    ``GROUP_PADDING`` of their attention work, one padded SDPA each), ``per_sequence`` (one SDPA per
    run of equal lengths) and ``jagged`` (SDPA over nested jagged tensors). Median milliseconds over
    ``--batches`` batches. ``padded`` and ``grouped`` are bertkit's (attention with dropout as SDPA's
-   math with ``bertkit.dropout`` on the CPU); ``per_sequence`` and ``jagged`` use SDPA's own dropout.
+   math with ``bertkit.model.dropout`` on the CPU); ``per_sequence`` and ``jagged`` use SDPA's own dropout.
 2. ``steps``: whole training steps (forward, backward, AdamW) of the recipe's model on the same
    ``steps * 32`` examples (AdamW fused, as ``bertkit fit`` runs it) in random order and in length-grouped order
    (``LengthGroupedSampler``, as ``data.group_by_length``), with the ``padded`` route (the CPU
@@ -38,11 +38,11 @@ from common import ROOT, write_result
 from gpu_vs_transformers import make_head
 from provenance import header, started
 
-import bertkit.unpad
+import bertkit.model.unpadded
 from bertkit import BertModule
-from bertkit.data import pad_batch
-from bertkit.samplers import LengthGroupedSampler
-from bertkit.unpad import Unpadded, grouped_attention, padded_attention
+from bertkit.data.datamodule import pad_batch
+from bertkit.data.samplers import LengthGroupedSampler
+from bertkit.model.unpadded import Unpadded, grouped_attention, padded_attention
 
 FILES = {
     "ner": ("ner/conll2003/eng.train", 128),
@@ -125,7 +125,7 @@ def step_rows(task: str, model: BertModule, feats: list[dict], steps: int, seed:
     for order_name, order in orders.items():
         batches = [warm_up] + [collate([pool[i] for i in order[k * BATCH : (k + 1) * BATCH]]) for k in range(steps)]
         for route in ("padded", "grouped"):
-            bertkit.unpad.route = lambda q, p, route=route: route
+            bertkit.model.unpadded.route = lambda q, p, route=route: route
             torch.manual_seed(seed)
             model.train()
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)  # as bertkit trains
@@ -163,14 +163,14 @@ def main() -> None:
         "attention": [],
         "steps": [],
     }
-    choose = bertkit.unpad.route
+    choose = bertkit.model.unpadded.route
     for task in args.tasks:
         model = BertModule(make_head(task), pretrained="all-MiniLM-L6-v2")
         model.head._tokenizer = model.tokenizer
         feats = features(task, model, Path(args.data_dir))
         result["attention"] += attention_rows(task, [len(f["input_ids"]) for f in feats], args.batches, args.seed)
         result["steps"] += step_rows(task, model, feats, args.steps, args.seed)
-        bertkit.unpad.route = choose
+        bertkit.model.unpadded.route = choose
         for row in result["steps"][-4:]:
             print(row)
         write_result(Path(args.output), result)

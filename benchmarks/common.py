@@ -25,7 +25,7 @@ import torch
 import yaml
 
 from bertkit import Composed, compose
-from bertkit.io import atomic_path
+from bertkit.utils.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,7 +24,7 @@ import transformers  # noqa: E402
 from provenance import header, started  # noqa: E402
 
 from bertkit import BertModule  # noqa: E402
-from bertkit.encoders import family_of  # noqa: E402
+from bertkit.model.families import family_of  # noqa: E402
 from tests import test_modernbert, test_roberta  # noqa: E402
 from tests.family_parity import HEADS, batch, check_export  # noqa: E402
 

@@ -2,12 +2,12 @@
 compiled, torch in bf16 and int8, onnxruntime on the exported graph in fp32 and int8) against transformers'
 ``pipeline`` in fp32 and bf16 (``dtype=torch.bfloat16``), the same fine-tuned checkpoint and the
 same texts, one text per call (batch 1) and 32 per call. bf16 is fast only on a device that
-computes it natively (``bertkit.precision.native_bf16``: AVX512-BF16 or AMX on a CPU).
+computes it natively (``bertkit.utils.precision.native_bf16``: AVX512-BF16 or AMX on a CPU).
 
 MiniLM (all-MiniLM-L6-v2) is fine-tuned with each task's recipe for a short budget (one epoch of
 ``--train-batches`` batches, validation off) and exported with ``bertkit export --int8 true``;
 every variant then reads that folder, loaded alone while it is timed (bertkit torch in fp32 with its
-linear layers pre-packed for oneDNN, as ``Predictor.load`` loads it: ``bertkit.packed``). Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
+linear layers pre-packed for oneDNN, as ``Predictor.load`` loads it: ``bertkit.model.prepacked``). Texts: CoNLL-2003 ``eng.testb`` (words joined by spaces)
 and the SST-2 recipe's test file. Batch 32: every test text, in calls of 32 in file order;
 batch 1: the first ``--single-texts`` texts, one call each. Sentences/s = texts / seconds of
 calls; p50 = median milliseconds of one call; tokens = the real tokens bertkit's tokenizer makes of
@@ -38,8 +38,8 @@ from bertkit_plugins.token_tagging.conll import entities, read_conll
 from common import fine_tune
 from provenance import commit, header
 
-from bertkit.inference import Predictor
-from bertkit.io import atomic_path
+from bertkit.inference.predictor import Predictor
+from bertkit.utils.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "inference_vs_transformers.json"

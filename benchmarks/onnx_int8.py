@@ -25,8 +25,8 @@ from common import fine_tune
 from provenance import commit, header
 
 from bertkit import BertModule, compose
-from bertkit.export import export_onnx, quantize_onnx
-from bertkit.io import atomic_path
+from bertkit.inference.onnx import export_onnx, quantize_onnx
+from bertkit.utils.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "onnx_int8.json"

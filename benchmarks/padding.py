@@ -14,8 +14,8 @@ import common
 from bertkit_plugins.pretrained import locate_minilm
 from bertkit_plugins.sequence_classification.readers import read_jsonl, read_table
 
-from bertkit.samplers import LengthGroupedSampler
-from bertkit.tokenizer import BertTokenizer
+from bertkit.data.samplers import LengthGroupedSampler
+from bertkit.model.tokenizer import BertTokenizer
 
 BATCH = 32
 

@@ -5,7 +5,7 @@ makes the Results page's performance table.
 
 Every training comparison runs twice: in fp32 (the recipes' precision) and with both sides in bf16
 autocast (bertkit ``trainer.precision=bf16-mixed``, transformers ``bf16=True``; ``--no-bf16``
-skips it, as it should be on a CPU without native bf16, ``bertkit.precision.native_bf16``).
+skips it, as it should be on a CPU without native bf16, ``bertkit.utils.precision.native_bf16``).
 
 Each row also gives the share of a measured matmul ceiling that a side's training reaches: the
 ceiling is the GFLOP/s of a 1024 x 1024 x 1024 matrix product in the row's precision (``torch.mm``,
@@ -49,9 +49,9 @@ from common import matmul_ceiling
 from pretraining_vs_transformers import VOCAB
 from provenance import commit, header
 
-from bertkit.config import BertConfig
-from bertkit.io import atomic_path
-from bertkit.pretrained import resolve_pretrained
+from bertkit.model.config import BertConfig
+from bertkit.model.pretrained import resolve_pretrained
+from bertkit.utils.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "performance.json"

@@ -112,7 +112,7 @@ def run_transformers(args: argparse.Namespace) -> dict[str, Any]:
         TrainingArguments,
     )
 
-    from bertkit.config import BertConfig as Ours
+    from bertkit.model.config import BertConfig as Ours
 
     shards = Shards(SHARDS / "train")
     n = (args.steps + args.warmup_steps) * args.batch_size

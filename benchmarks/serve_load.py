@@ -36,7 +36,7 @@ import psutil
 from onnx_int8 import fine_tune
 from provenance import commit, header
 
-from bertkit.io import atomic_path
+from bertkit.utils.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "serve_load.json"

@@ -17,7 +17,7 @@ import os
 import random
 from pathlib import Path
 
-from bertkit.io import atomic_path
+from bertkit.utils.io import atomic_path
 
 DEFAULT_SOURCE = Path(os.environ.get("BERTKIT_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
 

@@ -10,39 +10,42 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from bertkit.hookspecs import hookimpl
+from bertkit.utils.moved import install
+
+install()  # release 0.1's module paths (bertkit.heads …) import, with a DeprecationWarning
 
 if TYPE_CHECKING:
-    from bertkit.callbacks import ExportPretrained, PredictionWriter
-    from bertkit.config import BertConfig
-    from bertkit.data import BertDataModule
-    from bertkit.heads import Batch, Feature, Head, by_example
-    from bertkit.model import BertEncoder, EncoderOutput, token_features
-    from bertkit.module import BertModule
-    from bertkit.multitask import MultiTaskHead, TaskData
-    from bertkit.recipe import Composed, compose
-    from bertkit.tokenizer import BertTokenizer
+    from bertkit.cli.recipe import Composed, compose
+    from bertkit.data.datamodule import BertDataModule
+    from bertkit.model.bert import BertEncoder, EncoderOutput, token_features
+    from bertkit.model.config import BertConfig
+    from bertkit.model.tokenizer import BertTokenizer
+    from bertkit.tasks.head import Batch, Feature, Head, by_example
+    from bertkit.tasks.multitask import MultiTaskHead, TaskData
+    from bertkit.training.callbacks import ExportPretrained, PredictionWriter
+    from bertkit.training.module import BertModule
 
 __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _HOME = {
-    "Batch": "heads",
-    "BertConfig": "config",
-    "BertDataModule": "data",
-    "BertEncoder": "model",
-    "BertModule": "module",
-    "BertTokenizer": "tokenizer",
-    "Composed": "recipe",
-    "EncoderOutput": "model",
-    "ExportPretrained": "callbacks",
-    "Feature": "heads",
-    "Head": "heads",
-    "MultiTaskHead": "multitask",
-    "PredictionWriter": "callbacks",
-    "TaskData": "multitask",
-    "by_example": "heads",
-    "compose": "recipe",
-    "token_features": "model",
+    "Batch": "tasks.head",
+    "BertConfig": "model.config",
+    "BertDataModule": "data.datamodule",
+    "BertEncoder": "model.bert",
+    "BertModule": "training.module",
+    "BertTokenizer": "model.tokenizer",
+    "Composed": "cli.recipe",
+    "EncoderOutput": "model.bert",
+    "ExportPretrained": "training.callbacks",
+    "Feature": "tasks.head",
+    "Head": "tasks.head",
+    "MultiTaskHead": "tasks.multitask",
+    "PredictionWriter": "training.callbacks",
+    "TaskData": "tasks.multitask",
+    "by_example": "tasks.head",
+    "compose": "cli.recipe",
+    "token_features": "model.bert",
 }
 __all__ = [
     "Batch",

@@ -53,7 +53,7 @@ def register_commands(register: Callable[[str, Callable], None]) -> None:
 
 @hookspec
 def register_encoders(register: Callable[[type], None]) -> None:
-    """Register encoder families (``bertkit.encoders.EncoderFamily`` subclasses): ``register(cls)``,
+    """Register encoder families (``bertkit.model.families.EncoderFamily`` subclasses): ``register(cls)``,
     or ``register(name, "pkg.mod:Family")`` by import path.
     Each is chosen by its ``name`` (``model.encoder``, or a pretrained ``config.json``'s
     ``model_type``). Every implementation is called; names must be unique."""

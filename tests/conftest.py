@@ -90,7 +90,7 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
     import torch
 
     import bertkit.plugins
-    import bertkit.run_folder
+    import bertkit.training.run_folder
     from bertkit.cli import main
 
     out, err = StringIO(), StringIO()
@@ -131,7 +131,7 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
         torch.set_num_threads(settings[0])
         torch.use_deterministic_algorithms(settings[1])
         torch.set_float32_matmul_precision(matmul)
-        bertkit.run_folder.release_all()
+        bertkit.training.run_folder.release_all()
     return subprocess.CompletedProcess(["bertkit", *args], code, out.getvalue(), err.getvalue())
 
 

@@ -1,4 +1,4 @@
-"""The exact attention routes of the unpadded encoder (``bertkit.unpad``) against padded
+"""The exact attention routes of the unpadded encoder (``bertkit.model.unpadded``) against padded
 ``scaled_dot_product_attention`` with a key-padding mask, in float64: outputs and gradients, any
 lengths (runs of equal lengths included), all queries or first queries only, full or sliding
 window. ``padded`` is CUDA's route with dropout; it runs on the CPU too, so it is checked here on
@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import bertkit.unpad
-from bertkit.unpad import (
+import bertkit.model.unpadded
+from bertkit.model.unpadded import (
     Unpadded,
     band,
     grouped_attention,
@@ -98,7 +98,7 @@ def test_a_batch_without_padding_attends_without_gathering(monkeypatch, how, len
     row is gathered (``Gather``) or put back, and the result is still the padded reference's."""
     layout = Unpadded.from_mask(torch.ones(len(lengths), lengths[0], dtype=torch.long))
     assert layout.whole.identity and layout.groups.identity
-    monkeypatch.setattr(bertkit.unpad.Gather, "apply", lambda *a: pytest.fail("gathered rows"))
+    monkeypatch.setattr(bertkit.model.unpadded.Gather, "apply", lambda *a: pytest.fail("gathered rows"))
     for cls_only in (False, True):
         for window in (None, 1):
             compare(how, lengths, cls_only, window, seed=len(lengths))
@@ -127,14 +127,14 @@ def test_attention_dropout_reaches_the_kernel(monkeypatch):
     from bertkit import BertConfig, BertEncoder
 
     seen = []
-    attend = bertkit.unpad.attend
-    monkeypatch.setattr(bertkit.unpad, "attend", lambda *a: seen.append(a[4]) or attend(*a))
+    attend = bertkit.model.unpadded.attend
+    monkeypatch.setattr(bertkit.model.unpadded, "attend", lambda *a: seen.append(a[4]) or attend(*a))
     config = BertConfig.preset("tiny", vocab_size=100)
     config.hidden_dropout_prob = 0.0
     ids = torch.randint(5, 100, (3, 7))
     mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5])
     for how in ("grouped", "padded"):
-        monkeypatch.setattr(bertkit.unpad, "route", lambda q, p, how=how: how)
+        monkeypatch.setattr(bertkit.model.unpadded, "route", lambda q, p, how=how: how)
         torch.manual_seed(0)
         encoder = BertEncoder(config).train()
         seen.clear()
@@ -156,8 +156,8 @@ def test_cpu_attention_with_dropout_is_sdpa_math(lengths, queries, seed):
     q_in = q[:, :, :1] if queries == "first" else q
     mask = torch.tensor([[t < n for t in range(T)] for n in lengths])[:, None, None, :]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bertkit.unpad, "dropout", lambda x, p: x)
-        ours = bertkit.unpad.attend(q_in, k, v, mask, 0.1)
+        patch.setattr(bertkit.model.unpadded, "dropout", lambda x, p: x)
+        ours = bertkit.model.unpadded.attend(q_in, k, v, mask, 0.1)
     theirs = F.scaled_dot_product_attention(q_in, k, v, attn_mask=mask)
     assert (ours - theirs).abs().max() <= 1e-10
     upstream = torch.randn(ours.shape, generator=g, dtype=torch.float64)

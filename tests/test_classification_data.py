@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bertkit import BertConfig, BertTokenizer
-from bertkit.data import BertDataModule, pad_batch
-from bertkit.io import text_lines
-from bertkit.tokenizer import truncate_pair
+from bertkit.data.datamodule import BertDataModule, pad_batch
+from bertkit.model.tokenizer import truncate_pair
+from bertkit.utils.io import text_lines
 from tests.conftest import DATA, need
 
 MRPC_LIKE = (

@@ -14,7 +14,7 @@ import torch
 from bertkit_plugins.sequence_classification import SequenceClassificationHead
 
 from bertkit import BertDataModule, BertModule
-from bertkit.data import pad_batch
+from bertkit.data.datamodule import pad_batch
 from tests.conftest import ROOT, fit_between_validations, run_bertkit
 
 MRPC = ROOT / "recipes" / "mrpc.yaml"

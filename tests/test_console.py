@@ -11,7 +11,7 @@ import pytest
 def test_rich_bar_names_the_epoch_without_a_negative_total(max_epochs, says) -> None:
     from types import SimpleNamespace
 
-    from bertkit.progress import EpochRichProgressBar
+    from bertkit.training.progress import EpochRichProgressBar
 
     bar = EpochRichProgressBar()
     bar._trainer = SimpleNamespace(max_epochs=max_epochs)
@@ -27,7 +27,7 @@ def test_plain_lines_count_batches_against_the_epochs_own_total(capsys) -> None:
     import torch
     from torch.utils.data import DataLoader
 
-    from bertkit.progress import PlainProgress
+    from bertkit.training.progress import PlainProgress
 
     class Tiny(pl.LightningModule):
         def __init__(self) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import bertkit.unpad
+import bertkit.model.unpadded
 from bertkit import BertConfig, BertEncoder
-from bertkit.unpad import Unpadded, grouped_attention, padded_attention
+from bertkit.model.unpadded import Unpadded, grouped_attention, padded_attention
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -41,8 +41,8 @@ def config(**changes) -> BertConfig:
 
 def routes(monkeypatch) -> list[str]:
     taken: list[str] = []
-    choose = bertkit.unpad.route
-    monkeypatch.setattr(bertkit.unpad, "route", lambda *a: taken.append(choose(*a)) or taken[-1])
+    choose = bertkit.model.unpadded.route
+    monkeypatch.setattr(bertkit.model.unpadded, "route", lambda *a: taken.append(choose(*a)) or taken[-1])
     return taken
 
 
@@ -152,7 +152,7 @@ def test_bf16_fit_on_the_gpu_predicts_the_same_on_the_cpu(tmp_path: Path):
     from bertkit_plugins.token_tagging.conll import read_conll
 
     from bertkit import BertModule
-    from bertkit.data import BertDataModule
+    from bertkit.data.datamodule import BertDataModule
 
     sample = Path(__import__("bertkit_plugins.token_tagging").token_tagging.__file__).parent / "sample"
     words = sorted({w.lower() for s in read_conll(sample / "train.conll") for w in s.words})

@@ -1,4 +1,4 @@
-"""``bertkit.dropout``: the CPU dropout that draws four elements per 64-bit number."""
+"""``bertkit.model.dropout``: the CPU dropout that draws four elements per 64-bit number."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertkit.dropout import LANES, Dropout, dropout
+from bertkit.model.dropout import LANES, Dropout, dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9, 1e-3])

@@ -91,7 +91,7 @@ def test_bad_embed_options_are_one_line_errors(tmp_path, capsys, extra, message)
 def test_batches_run_longest_first_and_outputs_keep_the_input_order(pooling):
     from bertkit_plugins.sequence_classification import SequenceClassificationHead
 
-    from bertkit.embed import embed_texts
+    from bertkit.inference.embeddings import embed_texts
     from tests.test_export import tiny
 
     model = tiny(SequenceClassificationHead(labels=["a", "b"]))

@@ -101,7 +101,7 @@ def test_a_task_export_is_a_pretrained_encoder_for_another_recipe(tmp_path):
 
 @pytest.mark.parametrize("name", ["token", "sequence", "qa"])
 def test_onnx_export_matches_bertkit(name, tmp_path):
-    from bertkit.export import export_onnx
+    from bertkit.inference.onnx import export_onnx
 
     head, _ = CASES[name]
     worst = export_onnx(tiny(head), tmp_path / "model.onnx")
@@ -111,7 +111,7 @@ def test_onnx_export_matches_bertkit(name, tmp_path):
 def test_pretraining_head_has_no_onnx_export(tmp_path):
     from bertkit_plugins.pretraining import PreTrainingHead
 
-    from bertkit.export import export_onnx
+    from bertkit.inference.onnx import export_onnx
 
     with pytest.raises(ValueError, match="PreTrainingHead has no logits to export"):
         export_onnx(tiny(PreTrainingHead()), tmp_path / "model.onnx")
@@ -161,10 +161,10 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
 def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(
     sample_run, tmp_path, monkeypatch, capsys
 ):
-    import bertkit.commands
+    import bertkit.commands.export
     from bertkit.cli import main
 
-    monkeypatch.setattr(bertkit.commands, "find_spec", lambda name: None if name == "onnxruntime" else object())
+    monkeypatch.setattr(bertkit.commands.export, "find_spec", lambda name: None if name == "onnxruntime" else object())
     assert main(["export", str(sample_run / "runs/ner/checkpoints/last.ckpt"), str(tmp_path / "out")]) == 0
     assert "pip install 'bertkit[onnx]'" in capsys.readouterr().out
     assert (tmp_path / "out/model.safetensors").is_file() and not (tmp_path / "out/model.onnx").exists()

@@ -117,7 +117,7 @@ def test_a_missing_split_is_an_error_naming_the_splits_there(tmp_path):
 
 
 def test_without_the_extra_the_error_names_it(tmp_path, monkeypatch):
-    from bertkit.hf_datasets import load_splits
+    from bertkit.data.hf_datasets import load_splits
 
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ImportError, match=r"pip install 'bertkit\[datasets\]'"):

@@ -12,10 +12,10 @@ from bertkit_plugins.sequence_classification.readers import read_table
 from bertkit_plugins.token_tagging.conll import read_conll
 
 from bertkit import BertDataModule, BertModule
-from bertkit.callbacks import prediction_records
-from bertkit.checkpoints import AtomicCheckpointIO
-from bertkit.io import atomic_path, text_lines
-from bertkit.plots import read_metrics, write_plots
+from bertkit.training.callbacks import prediction_records
+from bertkit.training.checkpoints import AtomicCheckpointIO
+from bertkit.training.plots import read_metrics, write_plots
+from bertkit.utils.io import atomic_path, text_lines
 
 BOM = "\ufeff"
 

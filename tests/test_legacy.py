@@ -44,7 +44,7 @@ def same(got: Any, want: Any, where: str = "") -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_release_0_1_checkpoint_computes_what_it_computed(name: str) -> None:
-    from bertkit.module import BertModule
+    from bertkit.training.module import BertModule
 
     model = BertModule.load_from_checkpoint(LEGACY / f"{name}.ckpt", map_location="cpu").eval()
     batch = json.loads((LEGACY / f"{name}.batch.json").read_text(encoding="utf-8"))
@@ -64,7 +64,7 @@ def test_a_release_0_1_checkpoint_computes_what_it_computed(name: str) -> None:
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "multitask"])
 def test_a_release_0_1_checkpoint_and_export_predict_the_recorded_records(name: str) -> None:
-    from bertkit.inference import Predictor
+    from bertkit.inference.predictor import Predictor
 
     recorded = json.loads((LEGACY / f"{name}.records.json").read_text(encoding="utf-8"))
     same(Predictor.from_checkpoint(LEGACY / f"{name}.ckpt").predict(recorded["inputs"]), recorded["checkpoint"], name)
@@ -78,3 +78,21 @@ def test_every_head_has_a_fixture() -> None:
     for name in NAMES:
         assert (LEGACY / f"{name}.ckpt").is_file() and (LEGACY / name / "config.json").is_file()
     assert {Path(p).stem for p in LEGACY.glob("*.ckpt")} == set(NAMES)
+
+
+@pytest.mark.parametrize(
+    ("old", "name"),
+    [("bertkit.heads", "Head"), ("bertkit.encoders", "EncoderFamily"), ("bertkit.io", "text_lines"),
+     ("bertkit.model", "BertEncoder"), ("bertkit.data", "pad_batch"), ("bertkit.inference", "Predictor")],
+)  # fmt: skip
+def test_release_0_1_module_paths_import_with_a_warning_naming_the_new_one(old: str, name: str) -> None:
+    import importlib
+    import sys
+
+    from bertkit.utils.moved import MOVED
+
+    if old in MOVED:  # a stand-in for a moved module warns when it is imported
+        sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=r"deprecated: its names moved to bertkit\.\w+\.\w+"):
+        value = getattr(importlib.import_module(old), name)
+    assert callable(value)

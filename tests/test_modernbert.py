@@ -13,7 +13,7 @@ import torch
 from bertkit_plugins.modernbert import ModernBertConfig, ModernBertFamily
 
 from bertkit import BertModule
-from bertkit.encoders import family_of
+from bertkit.model.families import family_of
 from tests import trained_tokenizers
 from tests.family_parity import HEADS, batch, check_export, docs_text
 

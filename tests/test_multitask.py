@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule, Head, MultiTaskHead, TaskData
-from bertkit.samplers import TaskEvalBatchSampler, TaskMixingBatchSampler
+from bertkit.data.samplers import TaskEvalBatchSampler, TaskMixingBatchSampler
 from tests.conftest import FAST, ROOT, run_bertkit
 from tests.test_classification_train import toy_rows
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from bertkit_plugins.token_tagging import TokenTaggingHead
 
-from bertkit.pretrained import load_tokenizer
-from bertkit.tokenizer import BertTokenizer
+from bertkit.model.pretrained import load_tokenizer
+from bertkit.model.tokenizer import BertTokenizer
 
 DOCS = """-DOCSTART- -X- -X- O
 
@@ -93,7 +93,7 @@ def test_a_negative_context_is_refused() -> None:
 
 def test_each_request_to_a_predictor_is_a_document_of_its_own() -> None:
     from bertkit import BertModule
-    from bertkit.inference import Predictor
+    from bertkit.inference.predictor import Predictor
 
     model = BertModule(
         TokenTaggingHead(entity_types=["PER"], context=16),

@@ -1,4 +1,4 @@
-"""Linear layers pre-packed for oneDNN (``bertkit.packed``): the same float32 products as
+"""Linear layers pre-packed for oneDNN (``bertkit.model.prepacked``): the same float32 products as
 ``nn.Linear``, packed where bertkit owns the model (an export or checkpoint loaded for serving,
 ``bertkit predict``) and unpacked to exactly the weights they came from before anything else
 (bf16, int8, compile, training) touches the layers."""
@@ -16,9 +16,9 @@ from bertkit_plugins.token_tagging.head import SAMPLE_FILES
 from torch import nn
 
 from bertkit import BertDataModule, BertModule
-from bertkit.inference import Predictor, save_serving_config
-from bertkit.packed import PackedLinear, pack_linears, packing_available, unpack_linears
-from bertkit.quantize import Int8Linear
+from bertkit.inference.predictor import Predictor, save_serving_config
+from bertkit.model.prepacked import PackedLinear, pack_linears, packing_available, unpack_linears
+from bertkit.model.quantize import Int8Linear
 from tests.test_export import tiny
 from tests.test_serve import _batch
 

@@ -17,8 +17,8 @@ from bertkit_plugins.token_tagging.conll import Sentence
 from pytorch_lightning.plugins import MixedPrecision
 
 from bertkit import BertModule, compose
-from bertkit.data import pad_batch
-from bertkit.precision import native_bf16
+from bertkit.data.datamodule import pad_batch
+from bertkit.utils.precision import native_bf16
 from tests.conftest import RECIPE, ROOT, run_bertkit
 from tests.test_classification_train import write_smoke_data
 from tests.test_qa_train import toy_squad
@@ -181,7 +181,7 @@ def test_gpu_overlay_composes_with_a_recipe(tmp_path, monkeypatch):
 def test_bf16_on_a_cpu_warns_only_where_it_is_emulated(native, minilm_dir, monkeypatch):
     """bf16-mixed is worth it on a CPU with native bf16 (AVX512-BF16, AMX) and slower than fp32 on
     one without: the warning says so only there."""
-    monkeypatch.setattr("bertkit.module.native_bf16", lambda device: native)
+    monkeypatch.setattr("bertkit.training.module.native_bf16", lambda device: native)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _clip_run("bf16-mixed", str(minilm_dir / "vocab.txt"))

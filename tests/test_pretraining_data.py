@@ -19,7 +19,7 @@ from bertkit_plugins.pretraining.vocab import train_vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertkit.tokenizer import BertTokenizer, Inputs
+from bertkit.model.tokenizer import BertTokenizer, Inputs
 
 CLS, SEP, MASK, V = 2, 3, 4, 1000
 SPECIALS = frozenset(range(10))  # ids 0-9 play [PAD] [UNK] [CLS] [SEP] [MASK] [unused0-4]

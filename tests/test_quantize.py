@@ -1,4 +1,4 @@
-"""int8 inference (``bertkit.quantize``, ``Predictor.to_int8``): weights quantized per output
+"""int8 inference (``bertkit.model.quantize``, ``Predictor.to_int8``): weights quantized per output
 channel, inputs per call, every linear layer of the encoder replaced (BERT's joined q/k/v
 projection and ModernBERT's included), answers within int8's error of float32, and the
 combinations that cannot work refused with a message."""
@@ -14,8 +14,8 @@ from bertkit_plugins.token_tagging import TokenTaggingHead
 from torch import nn
 
 from bertkit import BertModule
-from bertkit.inference import Predictor
-from bertkit.quantize import Int8Linear, quantize_linears
+from bertkit.inference.predictor import Predictor
+from bertkit.model.quantize import Int8Linear, quantize_linears
 from tests.test_export import tiny
 from tests.test_serve import TEXTS, _batch
 
@@ -28,7 +28,7 @@ def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
 def test_int8_linear_is_within_int8_error_of_float(reduced: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both input ranges (7 bits on a CPU without VNNI, 8 with) stay within int8's error; the
     7-bit one is coarser."""
-    monkeypatch.setattr("bertkit.quantize._needs_reduced_range", lambda: reduced)
+    monkeypatch.setattr("bertkit.model.quantize._needs_reduced_range", lambda: reduced)
     torch.manual_seed(0)
     linear = nn.Linear(64, 48)
     x = torch.randn(3, 20, 64)  # any leading shape

@@ -1,7 +1,7 @@
 """Crash safety: a run killed with SIGKILL mid-epoch and resumed with ``--ckpt_path last`` ends
 with the weights and scores of the run that was never interrupted. Restored: model, optimizer
 and scheduler state and the loop position (Lightning), the training order (the sampler is seeded
-by seed + epoch), and the random generators of dropout and masking (``bertkit.rng``)."""
+by seed + epoch), and the random generators of dropout and masking (``bertkit.training.rng``)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import torch
 from bertkit_plugins.roberta import RobertaFamily, XLMRobertaFamily
 
 from bertkit import BertModule
-from bertkit.encoders import family_of
+from bertkit.model.families import family_of
 from tests import trained_tokenizers
 from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
 from tests.family_parity import HEADS, batch, check_export, docs_text
@@ -111,7 +111,7 @@ def test_pretraining_instances_take_the_roberta_template(tmp_path: Path) -> None
     from bertkit_plugins.pretraining.prepare import prepare
     from bertkit_plugins.pretraining.shards import Shards
 
-    from bertkit.tokenizer import BertTokenizer
+    from bertkit.model.tokenizer import BertTokenizer
 
     tokenizer = BertTokenizer.from_pretrained(hf_directory("roberta", tmp_path / "model"))
     lines = [line for line in docs_text() if "<" not in line]  # the docs write out <s> and </s>

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bertkit import ExportPretrained, PredictionWriter, compose
-from bertkit.run_folder import LOG_NAME
+from bertkit.training.run_folder import LOG_NAME
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 FINE_TUNING = ["ner", "ner_nested", "mrpc", "squad"]

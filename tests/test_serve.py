@@ -28,10 +28,10 @@ from bertkit_plugins.sequence_classification import SequenceClassificationHead
 from bertkit_plugins.token_tagging import SpanHead, TokenTaggingHead
 
 from bertkit import BertDataModule
-from bertkit.callbacks import prediction_records
-from bertkit.data import pad_batch
-from bertkit.export import export_onnx
-from bertkit.inference import Predictor, save_serving_config
+from bertkit.data.datamodule import pad_batch
+from bertkit.inference.onnx import export_onnx
+from bertkit.inference.predictor import Predictor, save_serving_config
+from bertkit.training.callbacks import prediction_records
 from tests.conftest import FAST, RECIPE, run_bertkit
 from tests.test_export import tiny
 
@@ -113,7 +113,7 @@ def test_predictor_refuses_empty_and_multi_line_texts_and_embeds_unit_vectors() 
 
 
 def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
-    from bertkit.serve import Batching, EmbedAPI, Refusal
+    from bertkit.commands.serving import Batching, EmbedAPI, Refusal
 
     api = EmbedAPI("unused.ckpt", "torch", Batching(max_batch_size=4, timeout=0.0))
     api.predictor = Predictor.from_model(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
@@ -234,7 +234,7 @@ def serving(checkpoint: Path, cwd: Path, *options: str) -> Iterator[tuple[int, s
     """``bertkit serve CHECKPOINT OPTIONS`` in a new process, once /health answers: (port, process).
     Stopped with SIGTERM at the end (killed if it has not exited 60 s later)."""
     port = _free_port()
-    command = [sys.executable, "-m", "bertkit.cli", "serve", str(checkpoint), "--port", str(port), *options]
+    command = [sys.executable, "-m", "bertkit", "serve", str(checkpoint), "--port", str(port), *options]
     server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     key = {"X-API-Key": options[options.index("--api_key") + 1]} if "--api_key" in options else {}
     try:
@@ -332,7 +332,7 @@ def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoin
 
 
 def test_serve_routes_follow_the_backend_and_embed_option(ner_checkpoint: Path) -> None:
-    from bertkit.serve import server
+    from bertkit.commands.serving import server
 
     def routes(**options) -> set[str]:
         return {getattr(r, "path", "") for r in server(str(ner_checkpoint), **options).app.routes}
@@ -387,7 +387,7 @@ def page_answered_by(answer: Callable[[str, Any], Any]) -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no {CHROMIUM}: apt-get install chromium (.ci/run installs it)")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    from bertkit.serve import PAGE
+    from bertkit.commands.serving import PAGE
 
     def route(route) -> None:
         path = route.request.url.split("bertkit.test", 1)[1]
@@ -475,18 +475,18 @@ def test_serve_refuses_a_checkpoint_it_cannot_load_before_listening(tmp_path: Pa
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"not a checkpoint")
     proc = subprocess.run(
-        [sys.executable, "-m", "bertkit.cli", "serve", str(broken), "--port", str(_free_port())],
+        [sys.executable, "-m", "bertkit", "serve", str(broken), "--port", str(_free_port())],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ}, check=False,
     )  # fmt: skip
     assert proc.returncode == 2 and "bertkit: error:" in proc.stderr and "broken.ckpt" in proc.stderr, proc.stderr
 
 
 def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
-    import bertkit.commands
+    import bertkit.commands.serve
     from bertkit.cli import main
 
-    real = bertkit.commands.find_spec
-    monkeypatch.setattr(bertkit.commands, "find_spec", lambda name: None if name == "litserve" else real(name))
+    real = bertkit.commands.serve.find_spec
+    monkeypatch.setattr(bertkit.commands.serve, "find_spec", lambda name: None if name == "litserve" else real(name))
     assert main(["serve", "model.ckpt"]) == 2
     assert "pip install 'bertkit[serve]'" in capsys.readouterr().err
 
@@ -494,11 +494,11 @@ def test_serve_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch, capsy
 def test_serve_options_default_to_the_predictor_and_batching_defaults() -> None:
     import inspect
 
-    import bertkit.commands
-    from bertkit.inference import MAX_TOKENS
-    from bertkit.serve import Batching
+    import bertkit.commands.serve
+    from bertkit.commands.serving import Batching
+    from bertkit.inference.predictor import MAX_TOKENS
 
-    options = inspect.signature(bertkit.commands.serve).parameters
+    options = inspect.signature(bertkit.commands.serve.serve).parameters
     assert options["max_tokens"].default == MAX_TOKENS == Batching().max_tokens
     assert options["max_batch_size"].default == Batching().max_batch_size
     assert options["batch_timeout"].default == Batching().timeout

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule
-from bertkit.samplers import TokenBudgetBatchSampler
+from bertkit.data.samplers import TokenBudgetBatchSampler
 
 
 @settings(max_examples=60, deadline=None)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertkit.checkpoints import load_checkpoint
-from bertkit.encoders import family_of
-from bertkit.module import BertModule
-from bertkit.run_folder import RunFolderBusy, claim
+from bertkit.model.families import family_of
+from bertkit.training.checkpoints import load_checkpoint
+from bertkit.training.module import BertModule
+from bertkit.training.run_folder import RunFolderBusy, claim
 from tests.conftest import RECIPE, ROOT, run_bertkit
 
 TINY = [
@@ -105,7 +105,7 @@ def test_a_model_directory_cannot_name_a_module_to_import(tmp_path, monkeypatch)
 
 def test_a_run_folder_has_one_writer(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from bertkit.run_folder import claim; claim({str(tmp_path)!r}, None, False, False); "
+        [sys.executable, "-c", f"from bertkit.training.run_folder import claim; claim({str(tmp_path)!r}, None, False, False); "
          "print('held', flush=True); import time; time.sleep(60)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

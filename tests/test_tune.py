@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from bertkit.tune import Param, Pruning, read_space
+from bertkit.commands.tuning import Param, Pruning, read_space
 from tests.conftest import RECIPE, run_bertkit
 
 pytest.importorskip("optuna")
@@ -137,7 +137,7 @@ def test_a_stale_trial_is_waited_for_failed_and_run_again_with_its_parameters(
     parameters."""
     import optuna
 
-    from bertkit import tune
+    from bertkit.commands import tuning as tune
 
     monkeypatch.setattr(tune, "HEARTBEAT", (1, 2))
     study = tune.Study("r.yaml", tmp_path, "val/f1", "maximize", f"sqlite:///{tmp_path / 's.db'}", "s", "none")

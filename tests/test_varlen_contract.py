@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import bertkit.unpad
+import bertkit.model.unpadded
 from bertkit import BertConfig, BertEncoder
-from bertkit.unpad import route
+from bertkit.model.unpadded import route
 
 CALLS: list[dict] = []
 
@@ -67,9 +67,9 @@ def reference_varlen_attn(
 def forced_varlen(monkeypatch):
     """The routes CUDA takes in bf16, taken on the CPU in fp32: varlen without dropout."""
     CALLS.clear()
-    monkeypatch.setattr(bertkit.unpad, "varlen_attn", reference_varlen_attn)
+    monkeypatch.setattr(bertkit.model.unpadded, "varlen_attn", reference_varlen_attn)
     cuda_bf16 = SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)
-    monkeypatch.setattr(bertkit.unpad, "route", lambda q, dropout_p: route(cuda_bf16, dropout_p))
+    monkeypatch.setattr(bertkit.model.unpadded, "route", lambda q, dropout_p: route(cuda_bf16, dropout_p))
     return CALLS
 
 
@@ -123,7 +123,7 @@ def test_gradients_through_the_varlen_branch_equal_the_padded_ones(forced_varlen
 
 def test_attention_dropout_takes_the_padded_route(forced_varlen, monkeypatch):
     padded = []
-    monkeypatch.setattr(bertkit.unpad, "padded_attention", lambda *a: padded.append(a[4]) or a[0])
+    monkeypatch.setattr(bertkit.model.unpadded, "padded_attention", lambda *a: padded.append(a[4]) or a[0])
     torch.manual_seed(0)
     encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=1000)).train()  # attention dropout 0.1
     encoder(*batch([4, 2]), unpad=True)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertTokenizer
-from bertkit.windows import max_context_window
+from bertkit.data.windows import max_context_window
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.config import BertConfig
-from bertkit.encoders import EncoderFamily
-from bertkit.model import BertEncoder
+from bertkit.model.bert import BertEncoder
+from bertkit.model.config import BertConfig
+from bertkit.model.families import EncoderFamily
 
 
 @dataclass

@@ -35,9 +35,9 @@ from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
-from bertkit.config import BertConfig
-from bertkit.heads import Batch, by_example
-from bertkit.model import ACTIVATIONS, EncoderOutput
+from bertkit.model.bert import ACTIVATIONS, EncoderOutput
+from bertkit.model.config import BertConfig
+from bertkit.tasks.head import Batch, by_example
 
 
 def generator_width(config: BertConfig, generator_size: float) -> int:

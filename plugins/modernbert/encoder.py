@@ -9,7 +9,7 @@ sliding window of ``local_attention`` tokens (a token sees those at most ``local
 positions away); pre-norm blocks (the first without an attention norm) with a final norm;
 GeGLU feed-forward layers; no biases; LayerNorm on the token embeddings; no token types; 8,192
 positions. On CUDA the local layers run FlashAttention varlen with ``window_size``; elsewhere an
-exact banded mask (``bertkit.unpad``).
+exact banded mask (``bertkit.model.unpadded``).
 
 transformers puts one more layer in every ModernBERT task class, ``head`` (dense, GELU, norm:
 ``ModernBertPredictionHead``), between the encoder and the task layer. Here it is part of the
@@ -30,12 +30,12 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bertkit.config import PRESETS, BertConfig, Preset
-from bertkit.dropout import Dropout, dropout
-from bertkit.encoders import EncoderFamily
-from bertkit.io import read_json
-from bertkit.model import ACTIVATIONS, EncoderOutput, first_tokens
-from bertkit.unpad import Unpadded, attend, band, packed_attention
+from bertkit.model.bert import ACTIVATIONS, EncoderOutput, first_tokens
+from bertkit.model.config import PRESETS, BertConfig, Preset
+from bertkit.model.dropout import Dropout, dropout
+from bertkit.model.families import EncoderFamily
+from bertkit.model.unpadded import Unpadded, attend, band, packed_attention
+from bertkit.utils.io import read_json
 
 # config.json names of transformers' ModernBertConfig -> the BertConfig names bertkit's heads read
 _HF_NAMES = {
@@ -92,7 +92,7 @@ class ModernBertConfig(BertConfig):
 
     @classmethod
     def preset(cls, name: Preset, **overrides: Any) -> ModernBertConfig:
-        """A standard depth and width (``bertkit.config.PRESETS``) with ModernBERT's GeGLU width
+        """A standard depth and width (``bertkit.model.config.PRESETS``) with ModernBERT's GeGLU width
         (1.5 H, as ModernBERT-base's 1,152 for 768).
 
         Raises:
@@ -388,7 +388,7 @@ class ModernBertEncoder(nn.Module):
         """Write ``config.json`` and ``model.safetensors`` that ``transformers.ModernBertModel``
         loads; the prediction head's ``head.*`` are kept (transformers skips them, as it does
         loading a ``ModernBertForMaskedLM`` checkpoint into ``ModernBertModel``)."""
-        from bertkit.weights import save_encoder
+        from bertkit.model.weights import save_encoder
 
         save_encoder(self, directory)
 

@@ -8,4 +8,4 @@ import bertkit
 
 @bertkit.hookimpl
 def register_heads(register: Callable) -> None:
-    register("bertkit.multitask:MultiTaskHead")
+    register("bertkit.tasks.multitask:MultiTaskHead")

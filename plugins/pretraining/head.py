@@ -37,13 +37,13 @@ from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
 from torch import nn
 from torchmetrics import MeanMetric
 
-from bertkit.choices import check
-from bertkit.config import BertConfig
-from bertkit.heads import Batch, Feature, Head, by_example, stored_class
-from bertkit.model import ACTIVATIONS, EncoderOutput
+from bertkit.data.samples import cache_dir
+from bertkit.model.bert import ACTIVATIONS, EncoderOutput
+from bertkit.model.config import BertConfig
+from bertkit.model.tokenizer import BertTokenizer
 from bertkit.plugins import registered
-from bertkit.samples import cache_dir
-from bertkit.tokenizer import BertTokenizer
+from bertkit.tasks.head import Batch, Feature, Head, by_example, stored_class
+from bertkit.utils.choices import check
 
 SentencePairTask = Literal["nsp", "sop"]
 log = logging.getLogger(__name__)

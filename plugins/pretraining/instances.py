@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bertkit.choices import check
-from bertkit.tokenizer import Inputs
+from bertkit.model.tokenizer import Inputs
+from bertkit.utils.choices import check
 
 Sentence = tuple[list[int], list[bool]]  # WordPiece ids, and whether each id starts a word
 Document = list[Sentence]

@@ -29,9 +29,9 @@ from bertkit_plugins.pretraining.instances import Document, SentenceTask, create
 from bertkit_plugins.pretraining.masking import MaskingStrategy, maskable
 from bertkit_plugins.pretraining.shards import MANIFEST, write_manifest, write_shard
 
-from bertkit.choices import check
-from bertkit.pretrained import load_tokenizer
-from bertkit.tokenizer import BertTokenizer
+from bertkit.model.pretrained import load_tokenizer
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.utils.choices import check
 
 log = logging.getLogger(__name__)
 

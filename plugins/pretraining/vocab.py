@@ -15,8 +15,8 @@ from bertkit_plugins.pretraining.corpus import read_documents
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, trainers
 from tokenizers.models import WordPiece
 
-from bertkit.io import atomic_path
-from bertkit.tokenizer import SPECIAL_TOKENS, BertTokenizer
+from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer
+from bertkit.utils.io import atomic_path
 
 
 def train_vocab(

@@ -26,12 +26,12 @@ from bertkit_plugins.question_answering.sample import squad
 from bertkit_plugins.question_answering.windows import doc_spans
 from torch import nn
 
-from bertkit.config import BertConfig
-from bertkit.heads import Batch, Feature, Head, by_example
-from bertkit.model import EncoderOutput
-from bertkit.samples import sample_files
-from bertkit.tokenizer import BertTokenizer, Encoded
-from bertkit.windows import max_context_window
+from bertkit.data.samples import sample_files
+from bertkit.data.windows import max_context_window
+from bertkit.model.bert import EncoderOutput
+from bertkit.model.config import BertConfig
+from bertkit.model.tokenizer import BertTokenizer, Encoded
+from bertkit.tasks.head import Batch, Feature, Head, by_example
 
 log = logging.getLogger(__name__)
 

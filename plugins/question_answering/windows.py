@@ -4,7 +4,7 @@ A passage longer than the room left beside the question becomes overlapping wind
 starts are ``doc_stride`` tokens apart (Google's meaning of ``doc_stride``: the step between
 windows. Hugging Face ``run_qa.py`` passes the same number as ``stride``, which is the *overlap*).
 An answer may start only in the window that gives its start token the most context
-(``bertkit.windows.max_context_window``, Google's ``_check_is_max_context``).
+(``bertkit.data.windows.max_context_window``, Google's ``_check_is_max_context``).
 """
 
 from __future__ import annotations

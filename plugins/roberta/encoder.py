@@ -7,7 +7,7 @@ The encoder is BERT's with three differences (fairseq ``TransformerSentenceEncod
 after the padding id (``padding_idx + 1``, so ``max_position_embeddings`` is 514 for 512
 tokens), there is one token type (every ``token_type_ids`` is 0, as transformers' RoBERTa
 tokenizers never return them), and the tokenizer is byte-level BPE (RoBERTa) or SentencePiece
-Unigram (XLM-R) with the template ``<s> A </s></s> B </s>`` (``bertkit.tokenizer`` reads it from
+Unigram (XLM-R) with the template ``<s> A </s></s> B </s>`` (``bertkit.model.tokenizer`` reads it from
 ``tokenizer.json``). No next-sentence task.
 
 The pooler here is RoBERTa's sentence classifier's first layer (``RobertaClassificationHead``:
@@ -24,11 +24,11 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bertkit.config import BertConfig, Preset
-from bertkit.dropout import Dropout
-from bertkit.encoders import EncoderFamily
-from bertkit.model import BertEncoder, BertPooler
-from bertkit.tokenizer import BertTokenizer
+from bertkit.model.bert import BertEncoder, BertPooler
+from bertkit.model.config import BertConfig, Preset
+from bertkit.model.dropout import Dropout
+from bertkit.model.families import EncoderFamily
+from bertkit.model.tokenizer import BertTokenizer
 
 
 @dataclass

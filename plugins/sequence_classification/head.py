@@ -28,13 +28,13 @@ from bertkit_plugins.sequence_classification.readers import (
 from bertkit_plugins.sequence_classification.sample import tables
 from torch import nn
 
-from bertkit.choices import check
-from bertkit.config import BertConfig
-from bertkit.dropout import Dropout
-from bertkit.heads import Batch, Feature, Head
-from bertkit.model import EncoderOutput
-from bertkit.samples import sample_files
-from bertkit.tokenizer import BertTokenizer
+from bertkit.data.samples import sample_files
+from bertkit.model.bert import EncoderOutput
+from bertkit.model.config import BertConfig
+from bertkit.model.dropout import Dropout
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.tasks.head import Batch, Feature, Head
+from bertkit.utils.choices import check
 
 ProblemType = Literal["single_label", "multi_label", "regression"]
 Pooling = Literal["cls", "mean"]

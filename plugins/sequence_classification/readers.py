@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bertkit.choices import check
-from bertkit.io import json_lines, text_lines
+from bertkit.utils.choices import check
+from bertkit.utils.io import json_lines, text_lines
 
 Quoting = Literal["minimal", "multiline", "none"]
 QUOTING = {"minimal": csv.QUOTE_MINIMAL, "multiline": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}

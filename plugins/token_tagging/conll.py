@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from bertkit.choices import check
-from bertkit.io import json_lines, text_lines
+from bertkit.utils.choices import check
+from bertkit.utils.io import json_lines, text_lines
 
 COLUMNS = re.compile(r"[ \t]+")
 """Column separators: ASCII spaces and tabs only; a no-break space (U+00A0) or other Unicode
@@ -148,7 +148,7 @@ def read_tagged_jsonl(
     labelled: bool = True,
 ) -> list[Sentence]:
     """Read JSON Lines of tokenized sentences, ``{"tokens": [...], "ner_tags": [...]}``: the layout
-    of Hugging Face token-classification data sets (``bertkit.hf_datasets`` writes their tag ids
+    of Hugging Face token-classification data sets (``bertkit.data.hf_datasets`` writes their tag ids
     as names). An empty token list has nothing to tag and is skipped. The file is one document
     (its records in order are each other's context).
 

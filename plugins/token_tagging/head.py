@@ -20,12 +20,12 @@ from bertkit_plugins.token_tagging.windows import Window, make_windows, owners
 from tokenizers import pre_tokenizers
 from torch import nn
 
-from bertkit.choices import check
-from bertkit.config import BertConfig
-from bertkit.dropout import Dropout
-from bertkit.heads import Batch, Feature, Head, by_example
-from bertkit.model import EncoderOutput
-from bertkit.tokenizer import BertTokenizer
+from bertkit.model.bert import EncoderOutput
+from bertkit.model.config import BertConfig
+from bertkit.model.dropout import Dropout
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.tasks.head import Batch, Feature, Head, by_example
+from bertkit.utils.choices import check
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_FILES = {split: SAMPLE_DIR / f"{split}.conll" for split in ("train", "validation", "test")}

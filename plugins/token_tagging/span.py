@@ -29,11 +29,11 @@ from bertkit_plugins.token_tagging.head import TokenTaggingHead, packed_position
 from bertkit_plugins.token_tagging.span_metric import SpanF1, keep_best
 from torch import nn
 
-from bertkit.config import BertConfig
-from bertkit.dropout import Dropout
-from bertkit.heads import Batch, Feature, by_example
-from bertkit.model import EncoderOutput
-from bertkit.tokenizer import BertTokenizer
+from bertkit.model.bert import EncoderOutput
+from bertkit.model.config import BertConfig
+from bertkit.model.dropout import Dropout
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.tasks.head import Batch, Feature, by_example
 
 log = logging.getLogger(__name__)
 

@@ -2,15 +2,15 @@
 
 Windows break at word boundaries where possible and overlap by about ``stride`` tokens; each word
 is *owned* by exactly one window, the one where it has the most context on both sides
-(``bertkit.windows.max_context_window``), so it is labelled and predicted once.
+(``bertkit.data.windows.max_context_window``), so it is labelled and predicted once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bertkit.tokenizer import Inputs
-from bertkit.windows import max_context_window
+from bertkit.data.windows import max_context_window
+from bertkit.model.tokenizer import Inputs
 
 
 @dataclass

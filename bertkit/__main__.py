@@ -1,0 +1,7 @@
+"""``python -m bertkit``: the ``bertkit`` command."""
+
+import sys
+
+from bertkit.cli import main
+
+sys.exit(main())

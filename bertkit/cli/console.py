@@ -1,0 +1,41 @@
+"""A quiet console for ``bertkit`` runs: Lightning's advertisements, its own deprecation noise and
+notes that do not concern a bertkit user are dropped; everything else (warnings about the user's
+settings and data) is kept."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+# Messages (by their start) Lightning logs at INFO that carry nothing for the run.
+_DROPPED_INFO = (
+    "💡 Tip:",
+    "Loading `train_dataloader` to estimate",
+    "TPU available:",
+    "HPU available:",
+    "Trainer already configured with model summary",  # bertkit.training.progress.BriefSummary replaces the table
+)
+# Warnings by message (a regex matched at the start): fixed in libraries, not in a user's recipe.
+_DROPPED_WARNINGS = (
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning 2.6 with torch >= 2.10
+    r"The number of training batches \(\d+\) is smaller than the logging interval",  # logged per epoch anyway
+    r"You are using a custom batch sampler `TaskEvalBatchSampler`",  # it yields every index (bertkit.data.samplers)
+    r"It is recommended to use `self.log\('(val|test)/",  # epoch metrics are torchmetrics', synced by them
+    r"Total length of `list` across ranks is zero",
+    r"LightningCLI's args parameter is intended to run from within Python",  # bertkit passes args on purpose  # no validation file: bertkit.data.datamodule says so in its words
+)
+
+
+class _DropInfo(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_DROPPED_INFO)
+
+
+def quiet() -> None:
+    """Install the filters (idempotent) on Lightning's loggers and on ``warnings``."""
+    for name in ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropInfo) for f in logger.filters):
+            logger.addFilter(_DropInfo())
+    for message in _DROPPED_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)

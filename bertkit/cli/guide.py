@@ -1,0 +1,217 @@
+"""What ``bertkit`` checks and says before LightningCLI builds its parser (which takes seconds and
+answers mistakes with pages of usage): the command overview of ``bertkit --help``, a missing
+recipe, and an unknown head name with the known ones and the closest match."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bertkit.plugins import Lazy
+
+LIGHTNING_COMMANDS = {
+    "fit": "train a recipe (and validate each epoch)",
+    "validate": "score a checkpoint on the validation split",
+    "test": "score a checkpoint on the test split",
+    "predict": "write predictions of a checkpoint (PredictionWriter)",
+}
+
+
+def _first_line(obj: Any) -> str:
+    """The first sentence of a docstring (read from the source for a ``Lazy``), on one line,
+    without reST markup."""
+    doc = obj.doc() if isinstance(obj, Lazy) else inspect.getdoc(obj)
+    paragraph = " ".join((doc or "").split("\n\n", 1)[0].split())
+    return paragraph.replace("``", "").split(": ", 1)[0].split(". ", 1)[0].rstrip(".")
+
+
+def overview(commands: dict[str, Any], recipes: Iterable[Path]) -> str:
+    """The text of ``bertkit --help``: every command, plugin commands included, and the recipes
+    found under ``./recipes``."""
+    rows = {**LIGHTNING_COMMANDS, "plugins": "list plugins, their heads and commands (--json)"}
+    rows |= {name: _first_line(fn) for name, fn in sorted(commands.items())}
+    width = max(map(len, rows))
+    lines = ["usage: bertkit COMMAND [options]   (bertkit COMMAND --help for a command's options)", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, text in rows.items()]
+    found = sorted(str(p) for p in recipes)
+    if found:
+        lines += ["", "recipes (bertkit fit --config RECIPE):", *(f"  {r}" for r in found)]
+    lines += ["", "example: bertkit fit --config recipes/ner.yaml"]
+    return "\n".join(lines)
+
+
+CKPT_PATH = {
+    "fit": "resume: last, or a .ckpt file of this run",
+    "validate": "the checkpoint to score: best, last or a .ckpt file",
+    "test": "the checkpoint to score: best, last or a .ckpt file",
+    "predict": "the checkpoint to predict with: best, last or a .ckpt file",
+}
+
+
+def command_help(command: str, recipes: Iterable[Path]) -> str:
+    """The text of ``bertkit fit|validate|test|predict --help``: the options a run is steered
+    with, without importing Lightning (``--help-all`` lists every key with its type and docs)."""
+    rows = {
+        "-c, --config RECIPE": "a recipe (YAML); repeat it to overlay files, later ones win",
+        "--KEY VALUE": "any recipe key by its dotted name: --model.learning_rate 3e-5, --data.batch_size 16, "
+        "--trainer.max_epochs 1",
+        "--ckpt_path PATH": CKPT_PATH[command],
+        **({"--overwrite true": "start a new run over an earlier run's checkpoints"} if command == "fit" else {}),
+        "--print_config": "print the resolved recipe (every key and value) and exit",
+        "--help-all": "every key with its type, default and documentation (imports Lightning: seconds)",
+    }
+    width = max(map(len, rows))
+    lines = [f"usage: bertkit {command} --config RECIPE [--config OVERLAY ...] [--KEY VALUE ...]", ""]
+    lines += [LIGHTNING_COMMANDS[command], "", "options:", *(f"  {k:<{width}}  {v}" for k, v in rows.items())]
+    found = sorted(str(p) for p in recipes)
+    if found:
+        lines += ["", "recipes:", *(f"  {r}" for r in found)]
+    return "\n".join(lines)
+
+
+def option_values(args: list[str], *names: str) -> list[str]:
+    """The values of every ``NAME VALUE`` or ``NAME=VALUE`` in ``args`` for the given option
+    names, in order."""
+    values = []
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            values.append(args[i + 1])
+        elif arg.partition("=")[0] in names and "=" in arg:
+            values.append(arg.partition("=")[2])
+    return values
+
+
+def option_value(args: list[str], option: str) -> str | None:
+    """The value of the last ``--option VALUE`` or ``--option=VALUE`` in ``args``."""
+    return (option_values(args, option) or [None])[-1]
+
+
+def config_files(args: list[str]) -> list[str]:
+    """The files of every ``--config``/``-c`` in ``args``, in order."""
+    return option_values(args, "--config", "-c")
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last
+    silently: a second ``trainer:`` block would drop the first)."""
+
+
+def _mapping_once(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in first and key != "<<":
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} given twice (first on line {first[key] + 1})", key_node.start_mark
+            )
+        first[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
+
+
+def read_recipe(name: str) -> dict[str, Any]:
+    """A recipe file's top-level mapping.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: not YAML, a key given twice in one mapping (file and line), or not a
+            mapping at the top level.
+    """
+    path = Path(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: config file not found")
+    try:
+        config = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeys) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ValueError(f"{path}{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: expected a YAML mapping at the top level")
+    return config
+
+
+def require_recipe(command: str, args: list[str]) -> None:
+    """A Lightning command needs a recipe (or the head on the command line).
+
+    Raises:
+        ValueError: neither ``--config`` nor ``--model.head`` is given; the message lists the
+            recipes under ``./recipes``.
+    """
+    if any(
+        a in ("-h", "--help", "--help-all", "-c") or a.startswith(("--config", "--model.head", "--print_config"))
+        for a in args
+    ):
+        return
+    found = sorted(str(p) for p in Path("recipes").glob("*.yaml"))
+    hint = f" (here: {', '.join(found)})" if found else ""
+    raise ValueError(f"no recipe given for `bertkit {command}`; pass --config RECIPE, e.g. recipes/ner.yaml{hint}")
+
+
+def _head_names(args: list[str]) -> list[tuple[str, str]]:
+    """``(head name, where it was given)`` from the command line and the recipes, last one wins."""
+    given: list[tuple[str, str]] = []
+    for name in config_files(args):
+        head = (read_recipe(name).get("model") or {}).get("head")
+        value = head.get("class_path") if isinstance(head, dict) else head
+        if isinstance(value, str):
+            given.append((value, f"{name}: model.head.class_path"))
+    for i, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        if key in ("--model.head", "--model.head.class_path"):
+            if not eq and i + 1 < len(args):
+                value = args[i + 1]
+            if value and not value.lstrip().startswith(("{", "class_path")):
+                given.append((value, key))
+    return given[-1:]
+
+
+def _task_head_names(args: list[str]) -> list[tuple[str, str]]:
+    """``(head name, where)`` of each task head of a ``MultiTaskHead`` in the recipes."""
+    given: list[tuple[str, str]] = []
+    for name in config_files(args):
+        head = (read_recipe(name).get("model") or {}).get("head")
+        tasks = ((head.get("init_args") or {}).get("heads") if isinstance(head, dict) else None) or {}
+        for task, spec in tasks.items() if isinstance(tasks, dict) else []:
+            value = spec.get("class_path") if isinstance(spec, dict) else spec
+            if isinstance(value, str):
+                given.append((value, f"{name}: model.head.init_args.heads.{task}.class_path"))
+    return given
+
+
+def check_head(args: list[str], heads: Iterable[str]) -> str | None:
+    """The head a run names is a registered head (``heads``: the registered names) or an
+    importable ``Head`` subclass.
+
+    Returns:
+        Its name as given (None when neither the recipes nor the command line name one).
+
+    Raises:
+        ValueError: it is neither; the message names where it was given, the closest registered
+            name and all registered names.
+    """
+    heads = set(heads)
+    for name, where in _head_names(args) + _task_head_names(args):
+        if name in heads:
+            continue
+        if "." in name:
+            from bertkit.tasks.head import Head, import_class
+
+            try:
+                import_class(name, Head)
+                continue
+            except ValueError as err:
+                reason = str(err)
+        else:
+            reason = f"unknown head {name!r}"
+        close = difflib.get_close_matches(name.rpartition(".")[2], list(heads), n=1)
+        suggestion = f" (did you mean {close[0]}?)" if close else ""
+        raise ValueError(f"{where}: {reason}{suggestion}; known heads: {', '.join(sorted(heads))}")
+    return next((name for name, _ in _head_names(args)), None)

@@ -1,0 +1,213 @@
+"""``BertkitCLI``: LightningCLI as ``bertkit fit|validate|test|predict`` runs it (imported by
+``bertkit.cli.main`` only for those commands: Lightning takes seconds to import)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning import Trainer
+from pytorch_lightning.cli import LightningCLI
+from pytorch_lightning.utilities.exceptions import SIGTERMException
+from typing_extensions import override
+
+from bertkit.cli.guide import config_files
+from bertkit.data.datamodule import BertDataModule
+from bertkit.training.checkpoints import (
+    AtomicCheckpointIO,
+    check_checkpoint,
+    load_checkpoint,
+    newest_last,
+    recorded_best,
+    refuse_changed_recipe,
+)
+from bertkit.training.module import BertModule
+from bertkit.training.progress import console_callbacks
+from bertkit.training.run_folder import claim, place_outputs, release_all, write_scores
+from bertkit.training.summary import fit_summary
+
+
+class BertkitCLI(LightningCLI):
+    """LightningCLI with a ``plugins`` key, one run folder (``bertkit.training.run_folder``),
+    ``--ckpt_path best|last`` across processes, atomic checkpoints, and a summary with plots when
+    ``fit`` ends.
+
+    Args:
+        recipe_args: the command line (for the next commands the summary suggests).
+    """
+
+    def __init__(self, *args: Any, recipe_args: list[str] | None = None, **kwargs: Any) -> None:
+        self.recipe_args = recipe_args or []
+        super().__init__(*args, **kwargs)
+
+    @override
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        trainer = super().instantiate_trainer(**kwargs)
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
+
+    @override
+    def _instantiate_trainer(self, config: dict[str, Any], callbacks: list[Any]) -> Trainer:
+        given = config.get("callbacks") or []
+        given = given if isinstance(given, list) else [given]
+        if self.subcommand not in (None, "fit"):
+            self.save_config_callback = None  # the run's config.yaml is fit's; scores name their recipes
+        extra = console_callbacks(
+            [*given, *callbacks], config.get("enable_progress_bar"), config.get("enable_model_summary")
+        )
+        return super()._instantiate_trainer(config, [*callbacks, *extra])
+
+    @override
+    def before_instantiate_classes(self) -> None:
+        place_outputs(self._get(self.config, "trainer"), self.subcommand)
+        if self.subcommand is not None:  # missing data files are named before the model is built
+            data = self._get(self.config, "data")
+            BertDataModule(**{k: v for k, v in data.items() if k != "__path__"}).check_files(self.subcommand)
+
+    def add_arguments_to_parser(self, parser: Any) -> None:
+        parser.add_argument(
+            "--plugins", type=list[str], default=[], help="Plugin modules to import before parsing (by dotted name)."
+        )
+        parser.add_argument(
+            "--overwrite",
+            type=bool,
+            default=False,
+            help="fit: start a new run over the checkpoints of an earlier run in the run folder (replacing them).",
+        )
+
+    @override
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI takes a ``--ckpt_path`` file's hyper-parameters as the model's settings:
+        check first (``check_checkpoint``) that it is a readable checkpoint of the recipe's head,
+        so that parsing them imports nothing a checkpoint names and never swaps the head. ``fit``
+        keeps the recipe's settings and compares them with the checkpoint's (``before_fit``);
+        ``best``/``last`` are checked once resolved (``_resolve_ckpt_path``)."""
+        subcommand = self.config.get("subcommand")
+        path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if subcommand == "fit" or path in (None, "best", "last", "hpc", "registry"):
+            return
+        head = self.config[subcommand].get("model", {}).get("head")
+        check_checkpoint(path, getattr(head, "class_path", None))
+        super()._parse_ckpt_path()
+
+    def _resolve_ckpt_path(self, required: bool = True) -> None:
+        """Turn ``best``/``last`` into a file (also from an earlier process) and check the file
+        (``check_checkpoint``); refuse to evaluate or predict without a checkpoint, as the task
+        head would be untrained (random).
+
+        Raises:
+            ValueError: no ``--ckpt_path`` (when ``required``), or a checkpoint of another head.
+            FileNotFoundError: ``best``/``last`` and no such checkpoint in the checkpoint folder.
+        """
+        config = self.config_init[self.subcommand]
+        wanted = config.get("ckpt_path")
+        if wanted is None:
+            if not required:
+                return
+            raise ValueError(
+                f"no --ckpt_path for `bertkit {self.subcommand}`: the {type(self.model.head).__name__}'s layers would be "
+                "untrained (random). Pass --ckpt_path best, last or a .ckpt file from `bertkit fit` with this recipe."
+            )
+        checkpoint = self.trainer.checkpoint_callback
+        if wanted in ("best", "last") and checkpoint is not None and not checkpoint.best_model_path:
+            path = recorded_best(checkpoint) if wanted == "best" else newest_last(checkpoint)
+            if path is None or not Path(path).is_file():
+                raise FileNotFoundError(
+                    f"--ckpt_path {wanted}: no checkpoint found in {checkpoint.dirpath} "
+                    "(run `bertkit fit` with this recipe first)"
+                )
+            config["ckpt_path"] = str(path)
+        elif self.subcommand != "fit":
+            return  # a file given for validate/test/predict: checked in _parse_ckpt_path
+        if config["ckpt_path"] not in ("best", "last", "hpc", "registry"):
+            stored = check_checkpoint(config["ckpt_path"], self.model.head.spec()["class_path"])
+            if self.subcommand == "fit":
+                refuse_changed_recipe(config["ckpt_path"], stored, self.model, self.datamodule)
+
+    def before_fit(self) -> None:
+        config = self.config_init[self.subcommand]
+        if self.trainer.is_global_zero:
+            checkpoint = self.trainer.checkpoint_callback
+            folder = checkpoint.dirpath if checkpoint is not None else None
+            claim(self.trainer.default_root_dir, folder, config.get("ckpt_path") is not None, config.get("overwrite"))
+        self._resolve_ckpt_path(required=False)
+
+    def before_validate(self) -> None:
+        self._resolve_ckpt_path()
+
+    def before_test(self) -> None:
+        self._resolve_ckpt_path()
+
+    def before_predict(self) -> None:
+        self._resolve_ckpt_path()
+
+    def predict(self, model: BertModule, datamodule: BertDataModule, ckpt_path: str | None = None, **_: Any) -> None:
+        """``trainer.predict`` over the predict file part by part (``data.predict_chunk_size``
+        examples each; ``PredictionWriter`` appends each part's records), the checkpoint loaded once."""
+        datamodule.attach(model)
+        for index, _ in datamodule.predict_in_parts():
+            self.trainer.predict(
+                model, datamodule=datamodule, ckpt_path=None if index else ckpt_path, return_predictions=False
+            )
+
+    @override
+    def _run_subcommand(self, subcommand: str) -> None:
+        try:
+            super()._run_subcommand(subcommand)
+        except SIGTERMException:
+            raise Interrupted(143, "SIGTERM", self.trainer, self.recipe_args) from None
+        except SystemExit:  # Lightning ends a run stopped by Ctrl-C with sys.exit(1)
+            if self.trainer.interrupted:
+                raise Interrupted(130, "Ctrl-C", self.trainer, self.recipe_args) from None
+            raise
+        finally:
+            release_all()  # the run folder's lock: a later fit may take it
+
+    def after_validate(self) -> None:
+        self._write_scores()
+
+    def after_test(self) -> None:
+        self._write_scores()
+
+    def _write_scores(self) -> None:
+        checkpoint = self.config_init[self.subcommand].get("ckpt_path")
+        path = write_scores(self.trainer, self.subcommand, checkpoint, config_files(self.recipe_args))
+        if path is not None:
+            print(f"scores written to {path}", flush=True)
+
+    def after_fit(self) -> None:
+        if self.trainer.is_global_zero:
+            print(fit_summary(self.trainer, config_files(self.recipe_args)), flush=True)
+
+
+class Interrupted(Exception):
+    """A run stopped by a signal: its exit code (128 + the signal's number) and what to say."""
+
+    def __init__(self, code: int, what: str, trainer: Trainer, args: list[str]) -> None:
+        checkpoint = trainer.checkpoint_callback
+        last = newest_last(checkpoint) if checkpoint is not None and checkpoint.dirpath else None
+        lines = [f"bertkit: stopped by {what} at step {trainer.global_step}"]
+        if last is not None and trainer.state.fn == "fit":
+            step = load_checkpoint(last, mmap=True).get("global_step")
+            kept = [
+                a for i, a in enumerate(args) if not a.startswith("--ckpt_path") and args[i - 1 : i] != ["--ckpt_path"]
+            ]
+            resume = " ".join(shlex.quote(a) for a in kept)
+            lines.append(f"  last checkpoint (step {step}): {last}")
+            lines.append(f"  resume: bertkit {resume} --ckpt_path last")
+        super().__init__("\n".join(lines))
+        self.code = code
+
+
+def cli_kwargs() -> dict[str, Any]:
+    return dict(
+        model_class=BertModule,
+        datamodule_class=BertDataModule,
+        save_config_kwargs={"overwrite": True},
+        auto_configure_optimizers=False,
+        parser_kwargs={"exit_on_error": False},  # a short `bertkit: error:` instead of pages of usage
+        trainer_defaults={"log_every_n_steps": 10},  # learning curves with points within an epoch
+    )

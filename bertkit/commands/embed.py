@@ -1,0 +1,113 @@
+"""``bertkit embed``: contextual features of a text file's lines. The signature and docstring are the
+command's options and help (jsonargparse); torch is imported when the command runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from contextlib import nullcontext
+from pathlib import Path
+
+from bertkit.utils.choices import Features, Pooling
+from bertkit.utils.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+
+def embed(
+    input: str,
+    output: str,
+    pretrained: str = "all-MiniLM-L6-v2",
+    checkpoint: str | None = None,
+    features: Features = "last",
+    pooling: Pooling = "mean",
+    max_length: int = 128,
+    batch_size: int = 32,
+    int8: bool = False,
+) -> None:
+    """Write contextual features of each non-blank line of a UTF-8 text file (BERT §5.3).
+
+    ``OUTPUT`` ending in ``.safetensors``: one tensor ``features`` (lines, D) (pooled only), with
+    the settings and each row's ``file:line`` in its metadata; ``.jsonl``: one record per line with
+    ``source`` (``file:line``), ``text`` and ``features`` (``tokens`` and a list of vectors with
+    ``--pooling tokens``). Lines are read, embedded and (JSONL) written 4,096 at a time into
+    ``OUTPUT.partial``, renamed to ``OUTPUT`` at the end: memory does not grow with the input,
+    and an interrupted run keeps the lines it wrote.
+
+    Args:
+        input: the text file, one text per line (blank lines are skipped; sources keep numbers).
+        output: ``.safetensors`` or ``.jsonl`` file to (over)write atomically.
+        pretrained: a Hugging Face format directory or a registered model name.
+        checkpoint: a ``bertkit fit`` checkpoint whose (fine-tuned) encoder to use instead.
+        features: last, second_to_last, sum_last_four or concat_last_four (Table 7).
+        pooling: mean, cls or tokens.
+        max_length: tokens per line, specials included; longer lines are truncated (with a warning).
+        batch_size: lines per forward pass.
+        int8: run the encoder's linear layers in int8 (``bertkit.model.quantize``; CPU): faster, and
+            the features move: compare them with float32's on your own texts before relying
+            on them.
+    """
+    import torch
+    from safetensors.torch import save_file
+
+    from bertkit.inference.embeddings import PART_LINES, embed_texts, read_parts
+    from bertkit.model.families import family_of
+    from bertkit.model.pretrained import resolve_pretrained
+    from bertkit.training.module import BertModule
+
+    target = Path(output)
+    if target.suffix not in (".safetensors", ".jsonl"):
+        raise ValueError(f"{output}: expected a .safetensors or .jsonl output file")
+    if pooling == "tokens" and target.suffix == ".safetensors":
+        raise ValueError(f"{output}: --pooling tokens gives a matrix per line; write it to a .jsonl file")
+    if checkpoint is not None:
+        model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
+        encoder, tokenizer = model.encoder, model.tokenizer
+    else:
+        directory = resolve_pretrained(pretrained)
+        encoder, tokenizer = family_of(directory).from_pretrained(directory)
+    if int8:
+        from bertkit.model.quantize import quantize_linears
+
+        quantize_linears(encoder)
+    else:
+        from bertkit.model.prepacked import pack_linears
+
+        pack_linears(encoder)  # float32 on the CPU, for oneDNN (the same values)
+    count, truncated, dims, kept, sources = 0, 0, 0, [], []
+    partial = target.with_name(target.name + ".partial")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with partial.open("w", encoding="utf-8") if target.suffix == ".jsonl" else nullcontext() as out:
+        for part in read_parts(input, PART_LINES):
+            texts = [line for _, line in part]
+            vectors, tokens, cut = embed_texts(encoder, tokenizer, texts, features, pooling, max_length, batch_size)
+            count, truncated, dims = count + len(texts), truncated + cut, vectors[0].shape[-1]
+            part_sources = [f"{input}:{number}" for number, _ in part]
+            if out is None:  # safetensors: one matrix, written at the end
+                kept += vectors
+                sources += part_sources
+                continue
+            for source, text, words, vector in zip(part_sources, texts, tokens, vectors, strict=True):
+                record = {"source": source, "text": text}
+                record |= (
+                    {"tokens": words, "features": vector.tolist()}
+                    if pooling == "tokens"
+                    else {"features": vector.tolist()}
+                )
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            out.flush()
+    if not count:
+        partial.unlink(missing_ok=True)
+        raise ValueError(f"{input}: no text to embed (the file is empty or blank)")
+    if truncated:
+        log.warning(
+            "%d of %d lines of %s were longer than %d tokens and truncated", truncated, count, input, max_length
+        )
+    if target.suffix == ".safetensors":
+        settings = {"features": features, "pooling": pooling, "int8": str(int8), "sources": "\n".join(sources)}
+        with atomic_path(target) as tmp:
+            save_file({"features": torch.stack(kept).contiguous()}, str(tmp), metadata=settings)
+    else:
+        os.replace(partial, target)
+    print(f"wrote {count} {features}/{pooling} feature{'s' if count != 1 else ''} ({dims} dims) to {output}")

@@ -1,0 +1,89 @@
+"""``bertkit serve``: a checkpoint or export folder over HTTP (LitServe, ``bertkit.commands.serving``).
+The signature and docstring are the command's options and help (jsonargparse); LitServe and torch
+are imported when the command runs."""
+
+from __future__ import annotations
+
+import logging
+import os
+from importlib.util import find_spec
+
+from bertkit.utils.choices import Backend, Precision
+
+log = logging.getLogger(__name__)
+
+
+def serve(
+    model: str,
+    backend: Backend = "torch",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    accelerator: str = "auto",
+    workers: int = 1,
+    max_tokens: int = 1024,
+    max_batch_size: int = 8,
+    batch_timeout: float = 0.01,
+    timeout: float = 30.0,
+    api_key: str | None = None,
+    embed: bool = True,
+    compile: bool = False,
+    bf16: bool = False,
+    int8: bool = False,
+) -> None:
+    """Serve a ``bertkit fit`` checkpoint or a ``bertkit export`` folder over HTTP (LitServe;
+    ``pip install 'bertkit[serve]'``): ``POST /predict`` (the records ``bertkit predict``
+    writes), ``POST /embed`` (text-embeddings-inference's request and response; torch backend),
+    ``GET /health``, ``GET /info``, and a page to try the model at ``GET /``. SIGTERM answers
+    the requests in flight, then exits.
+
+    Args:
+        model: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …) or an export folder.
+        backend: ``torch``; ``onnx`` or ``onnx-int8``: onnxruntime on an export folder's
+            ``model.onnx`` or ``model.int8.onnx`` (``pip install 'bertkit[onnx]'``).
+        host: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface).
+        port: the TCP port.
+        accelerator: ``auto``, ``cpu`` or ``cuda``.
+        workers: model processes per route and device.
+        max_tokens: tokens per forward pass, padding included (windows sorted by length).
+        max_batch_size: requests run together in one model call (1: one at a time).
+        batch_timeout: seconds the first request of a batch waits for others to join it.
+        timeout: seconds a request may wait before a 504.
+        api_key: require this value in every request's ``X-API-Key`` header.
+        embed: serve ``/embed`` (torch backend): a second model process, about 0.5 GB more.
+        compile: compile the encoder's blocks (``Predictor.compile``; torch backend): the first
+            requests wait while it compiles; the Results page measures what it gains.
+        bf16: run the torch model in bfloat16 (``Predictor.to_bfloat16``): faster than fp32 on a
+            GPU and on a CPU with AVX512-BF16 or AMX, slower on one without; the Results page
+            measures its speed and accuracy.
+        int8: run the encoder's linear layers in int8 (``Predictor.to_int8``; torch backend, on
+            the CPU): the fastest CPU option; the Results page measures its speed and accuracy.
+    """
+    if find_spec("litserve") is None:
+        raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
+    if api_key:
+        os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
+    if backend != "torch" and embed:
+        log.warning(
+            "no /embed on the %s backend: its graph ends in the head's logits (--backend torch serves it)", backend
+        )
+
+    for flag, value in (("compile", compile), ("bf16", bf16), ("int8", int8)):
+        if value and backend != "torch":
+            raise ValueError(f"--{flag} true needs the torch model; the {backend} backend runs an ONNX graph")
+    if bf16 and int8:
+        raise ValueError("--bf16 true and --int8 true: choose one precision")
+    if int8 and accelerator not in ("auto", "cpu"):
+        raise ValueError(f"--int8 true runs on the CPU (torch's int8 kernels), not --accelerator {accelerator}")
+    precision: Precision = "bf16" if bf16 else "int8" if int8 else "fp32"
+    if int8 and accelerator == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            log.warning("--int8 true runs on the CPU: the GPU stays unused (--bf16 true serves on it)")
+        accelerator = "cpu"
+    from bertkit.commands.serving import Batching, server  # imports LitServe: after the checks above
+
+    batching = Batching(max_tokens, max_batch_size, batch_timeout)
+    server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision).run(
+        host=host, port=port, generate_client_file=False, log_level="warning"
+    )

@@ -1,0 +1,245 @@
+"""``bertkit serve``: a checkpoint behind HTTP on LitServe (Lightning's serving engine; the ``serve``
+extra). Routes:
+
+- ``POST /predict`` ``{"inputs": TEXT | [TEXT …] | RECORD | [RECORD …]}`` -> a list with one
+  record per input, the records ``bertkit predict`` writes (a text is a line of the head's
+  plain-text format; a record one object of its JSON-lines format, ``{"question", "context"}``
+  for question answering).
+- ``POST /embed`` ``{"inputs": TEXT | [TEXT …], "normalize": true}`` -> a list of vectors, as
+  text-embeddings-inference answers (mean-pooled last layer).
+- ``GET /health``, ``GET /info`` (LitServe's; ``/info`` carries the model's family, head, labels
+  and max length); ``GET /`` a page to try the model.
+
+A request the model cannot read gets a 4xx whose message names the field, alone: the requests
+batched with it are answered, and the server keeps serving. Inputs are windowed as ``bertkit
+predict`` windows them; the windows of the requests batched together are sorted by length and
+cut by a token budget. SIGTERM drains the requests in flight, then the server exits 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import litserve as ls
+import torch
+from fastapi import HTTPException
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from bertkit.inference.predictor import MAX_TOKENS, Predictor, check_texts
+from bertkit.utils.choices import Backend, Precision
+
+MAX_INPUTS = 256
+"""Most inputs in one request."""
+MAX_BODY = 1_000_000
+"""Most bytes in one request body."""
+
+
+class JSONBodies(BaseHTTPMiddleware):
+    """A POST body must be UTF-8 JSON of at most ``MAX_BODY`` bytes sent as ``application/json``:
+    else 415, 413 or 400 with what was expected (LitServe would answer 500 or parse a form)."""
+
+    async def dispatch(self, request: Request, call_next: Any) -> Response:
+        if request.method == "POST":
+            kind = request.headers.get("content-type", "").split(";")[0].strip()
+            if kind != "application/json":
+                return JSONResponse({"detail": f"Content-Type {kind or 'none'}: expected application/json"}, 415)
+            body = await request.body()
+            if len(body) > MAX_BODY:
+                return JSONResponse({"detail": f"request body of {len(body):,} bytes: at most {MAX_BODY:,}"}, 413)
+            try:
+                json.loads(body)
+            except ValueError as err:  # invalid JSON or not UTF-8
+                return JSONResponse({"detail": f"the request body is not UTF-8 JSON ({err})"}, 400)
+        return await call_next(request)
+
+
+def request_inputs(request: Any, texts_only: bool = False) -> list[Any]:
+    """``request["inputs"]`` as a list of texts or records.
+
+    Raises:
+        HTTPException 422: no ``inputs``, a wrong type, none or more than ``MAX_INPUTS`` inputs.
+    """
+    if not isinstance(request, dict) or "inputs" not in request:
+        raise HTTPException(422, 'the request body must be a JSON object with "inputs"')
+    inputs = request["inputs"]
+    inputs = inputs if isinstance(inputs, list) else [inputs]
+    kinds = (str,) if texts_only else (str, dict)
+    wrong = next((i for i, x in enumerate(inputs) if not isinstance(x, kinds)), None)
+    if wrong is not None:
+        expected = "a string" if texts_only else "a string or a JSON object"
+        raise HTTPException(422, f"inputs[{wrong}]: expected {expected}, got {type(inputs[wrong]).__name__}")
+    if not inputs or len(inputs) > MAX_INPUTS:
+        raise HTTPException(422, f"inputs: expected 1 to {MAX_INPUTS} inputs, got {len(inputs)}")
+    return inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Batching:
+    """How requests are run together: up to ``max_batch_size`` requests, the first waiting up to
+    ``timeout`` seconds for others; their windows cut into forward passes of at most
+    ``max_tokens`` tokens, padding included (``Predictor``)."""
+
+    max_tokens: int = MAX_TOKENS
+    max_batch_size: int = 8
+    timeout: float = 0.01
+
+
+@dataclasses.dataclass
+class Refusal:
+    """A request the model cannot read, answered with ``status`` and ``detail`` alone: decoding
+    never raises, so that a bad request never fails the others batched with it."""
+
+    status: int
+    detail: str
+
+
+class _ModelAPI(ls.LitAPI):
+    """What both routes share: the checkpoint, loaded once per worker in ``setup``; requests
+    decoded by ``read`` (a ``Refusal`` where it raises), then run together, ``max_batch_size``
+    requests at most, waiting up to ``batch_timeout`` seconds for more. (Request arguments stay
+    unannotated: LitServe reads an annotation as the body's schema.)"""
+
+    def __init__(
+        self, model: str, backend: Backend, batching: Batching, compile: bool = False, precision: Precision = "fp32"
+    ) -> None:
+        super().__init__(api_path=self.route, max_batch_size=batching.max_batch_size, batch_timeout=batching.timeout)
+        self.model, self.backend, self.max_tokens = model, backend, batching.max_tokens
+        self.compile, self.precision = compile, precision
+
+    route = ""
+    """The route's path."""
+
+    def setup(self, device: str) -> None:
+        self.predictor = Predictor.load(self.model, self.max_tokens, device, self.backend).in_precision(self.precision)
+        if self.compile:
+            self.predictor.compile()
+
+    def read(self, request: Any) -> Any:
+        raise NotImplementedError
+
+    def run(self, requests: list[Any]) -> list[Any]:
+        """The outputs of decoded requests, one each."""
+        raise NotImplementedError
+
+    def decode_request(self, request) -> Any:
+        try:
+            return self.read(request)
+        except HTTPException as err:
+            return Refusal(err.status_code, str(err.detail))
+        except ValueError as err:
+            return Refusal(422, str(err))
+
+    def batch(self, requests: list[Any]) -> list[Any]:
+        return requests
+
+    def predict(self, requests) -> Any:
+        batched = isinstance(requests, list)
+        requests = requests if batched else [requests]
+        readable = [r for r in requests if not isinstance(r, Refusal)]
+        answers = iter(self.run(readable) if readable else [])
+        outputs = [r if isinstance(r, Refusal) else next(answers) for r in requests]
+        return outputs if batched else outputs[0]
+
+    def unbatch(self, outputs: list[Any]) -> list[Any]:
+        return outputs
+
+    def encode_response(self, output) -> Any:
+        if isinstance(output, Refusal):
+            return JSONResponse({"detail": output.detail}, output.status)
+        return output
+
+
+class PredictAPI(_ModelAPI):
+    """``POST /predict``: the head's records."""
+
+    route = "/predict"
+
+    def read(self, request: Any) -> list[Any]:
+        return self.predictor.examples(request_inputs(request))
+
+    def run(self, requests: list[list[Any]]) -> list[list[dict[str, Any]]]:
+        records = iter(self.predictor.predict_examples([e for examples in requests for e in examples]))
+        return [[next(records) for _ in examples] for examples in requests]
+
+
+class EmbedAPI(_ModelAPI):
+    """``POST /embed``: text-embeddings-inference's request and response."""
+
+    route = "/embed"
+
+    def read(self, request: Any) -> tuple[list[str], bool]:
+        texts = request_inputs(request, texts_only=True)
+        normalize = request.get("normalize", True)
+        if not isinstance(normalize, bool):
+            raise HTTPException(422, f"normalize: expected true or false, got {normalize!r}")
+        check_texts(texts)
+        return texts, normalize
+
+    def run(self, requests: list[tuple[list[str], bool]]) -> list[list[list[float]]]:
+        vectors = iter(self.predictor.embed([t for texts, _ in requests for t in texts], normalize=False))
+        answers = []
+        for texts, normalize in requests:
+            rows = torch.tensor([next(vectors) for _ in texts])
+            answers.append((torch.nn.functional.normalize(rows, dim=-1) if normalize else rows).tolist())
+        return answers
+
+
+class DrainingServer(ls.LitServer):
+    """A LitServer that, on SIGTERM to its main process (``kill``, Kubernetes, ``docker stop``),
+    stops accepting connections, answers the requests in flight, then exits 0 (LitServe's own
+    shutdown closes the workers' queues first, failing those requests)."""
+
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        def interrupt(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, interrupt)
+        try:
+            super().run(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _perform_graceful_shutdown(self, manager: Any, uvicorn_workers: dict, shutdown_reason: str = "normal") -> None:
+        for worker in uvicorn_workers.values():  # uvicorn drains on SIGTERM while the model workers still answer
+            if worker.is_alive() and not isinstance(worker, threading.Thread):
+                worker.terminate()
+        for worker in uvicorn_workers.values():
+            worker.join(timeout=self.uvicorn_graceful_timeout)
+        alive = {name: w for name, w in uvicorn_workers.items() if w.is_alive()}
+        super()._perform_graceful_shutdown(manager, alive, shutdown_reason)
+
+
+PAGE = Path(__file__).with_name("serve_page.html")
+"""``GET /``: a page to try the model (no build step)."""
+
+
+def server(
+    model: str, backend: Backend = "torch", accelerator: str = "auto", workers: int = 1,
+    batching: Batching | None = None, timeout: float = 30.0, embed: bool = True, compile: bool = False,
+    precision: Precision = "fp32",
+) -> ls.LitServer:  # fmt: skip
+    """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
+    (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
+    ``/embed`` on an ONNX backend, whose graph ends in the head's logits); the model is loaded
+    once here, so that one that cannot load stops start-up."""
+    batching = batching or Batching()
+    loaded = Predictor.load(model, batching.max_tokens, "cpu", backend)
+    info = loaded.in_precision(precision).info()  # /info states the precision served
+    routes = [PredictAPI, EmbedAPI] if embed and backend == "torch" else [PredictAPI]
+    apis = [api(model, backend, batching, compile, precision) for api in routes]
+    lit_server = DrainingServer(
+        apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
+        middlewares=[JSONBodies],
+    )  # fmt: skip
+    page = PAGE.read_text(encoding="utf-8")
+    routes = lit_server.app.router.routes
+    routes[:] = [r for r in routes if getattr(r, "path", None) != "/"]  # LitServe's "litserve running"
+    lit_server.app.add_api_route("/", lambda: HTMLResponse(page), methods=["GET"], include_in_schema=False)
+    return lit_server

@@ -1,0 +1,413 @@
+"""A trained model answering requests in memory: ``Predictor`` turns texts (or JSON records) into
+the records ``bertkit predict`` writes, and texts into sentence embeddings. ``bertkit serve``
+puts it behind HTTP; a notebook can call it directly."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit.data.datamodule import pad_batch
+from bertkit.data.samplers import cut_by_tokens
+from bertkit.inference.embeddings import embed_texts
+from bertkit.inference.onnx import INPUTS as ONNX_INPUTS
+from bertkit.model.families import EncoderFamily, family_of
+from bertkit.model.prepacked import pack_linears, unpack_linears
+from bertkit.model.quantize import quantize_linears
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.model.weights import read_state_dict, renamed
+from bertkit.tasks.head import Batch, Head, head_from_spec
+from bertkit.training.checkpoints import load_checkpoint
+from bertkit.training.module import BertModule
+from bertkit.utils.choices import Backend, Precision
+from bertkit.utils.io import atomic_path, read_json
+from bertkit.utils.precision import native_bf16
+
+Request = str | dict[str, Any]
+"""One input: a line of the head's plain-text format (``bertkit predict`` on a ``.txt`` file), or
+one JSON record of its native format (``{"question", "context"}`` for question answering)."""
+
+
+ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
+MAX_TOKENS = 1024
+"""``Predictor``'s default token budget per forward pass."""
+SERVING_FILE = "bertkit.json"
+"""Written by ``bertkit export`` beside ``config.json``: the head (``Head.spec()``) and the
+``max_length`` it was trained with, what serving an export needs besides its weights."""
+
+
+log = logging.getLogger(__name__)
+_CALLS = itertools.count()  # numbers the documents of ``Predictor.examples``
+
+
+class Predictor:
+    """A trained head with its readers, its tokenizer, the data settings it was trained with and
+    what computes its logits: a ``BertModule`` in evaluation mode (``from_model``,
+    ``from_checkpoint``, ``from_export``) or onnxruntime on an exported graph (``from_export``).
+
+    Args:
+        head: the trained head (its readers, ``featurize``, ``predict``, ``format_predictions``).
+        tokenizer: the model's tokenizer.
+        forward: a padded batch -> the head's outputs (``logits`` …).
+        description: what ``info`` answers (family, head, hidden size, backend).
+        max_length: tokens per window, specials included (the checkpoint's ``data.max_length``);
+            longer inputs are windowed as ``bertkit predict`` windows them (NER, QA) or
+            truncated where the head reads one window.
+        max_tokens: tokens per forward pass, padding included (rows x longest row): windows are
+            sorted by length and cut into batches within this budget (a longer window runs
+            alone), so a batch holds little padding; outputs keep the inputs' order. The default
+            was the fastest of 256 to 8,192 for MiniLM on a 2-core CPU, with torch and ONNX
+            Runtime; a GPU wants more.
+        encoder: the encoder ``embed`` runs (None: no embeddings, as with ONNX).
+        device: where batches go.
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        tokenizer: BertTokenizer,
+        forward: Callable[[Batch], dict[str, torch.Tensor]],
+        description: dict[str, Any],
+        max_length: int = 128,
+        max_tokens: int = MAX_TOKENS,
+        encoder: torch.nn.Module | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.head, self.tokenizer, self.forward, self.description = head, tokenizer, forward, description
+        self.max_length, self.max_tokens, self.encoder, self.device = max_length, max_tokens, encoder, device
+        self._packed = False  # the encoder's linear layers packed for oneDNN (``_pack``)
+
+    @classmethod
+    def from_model(cls, model: BertModule, max_length: int = 128, max_tokens: int = MAX_TOKENS) -> Predictor:
+        """A predictor of ``model`` (its head built), put in evaluation mode; its layers are left as
+        they are (``from_checkpoint`` and ``from_export`` also pack them, ``bertkit.model.prepacked``)."""
+        model.eval()
+        description = _description(model.family.name, model.head, model.encoder.config.hidden_size, "torch")
+        return cls(model.head, model.tokenizer, model, description, max_length, max_tokens, model.encoder, model.device)
+
+    @classmethod
+    def load(
+        cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", backend: Backend = "torch"
+    ) -> Predictor:
+        """``from_checkpoint`` of a ``.ckpt`` file, ``from_export`` of a folder."""
+        if Path(path).is_dir():
+            return cls.from_export(path, max_tokens, device, backend)
+        if backend != "torch":
+            raise ValueError(
+                f"{path}: the {backend} backend runs an export's ONNX graph; pass a `bertkit export` folder"
+            )
+        return cls.from_checkpoint(path, max_tokens, device)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu") -> Predictor:
+        """Load a ``bertkit fit`` checkpoint (read as ``BertModule.load_from_checkpoint`` reads it:
+        nothing it names is imported) onto ``device`` with its ``data.max_length``; on the CPU the
+        encoder's linear layers are packed for oneDNN (``bertkit.model.prepacked``: the same float32 values,
+        faster products).
+
+        Raises:
+            FileNotFoundError, ValueError: see ``bertkit.training.checkpoints.check_checkpoint``.
+        """
+        model = BertModule.load_from_checkpoint(path, map_location=device)
+        checkpoint = load_checkpoint(path, mmap=True)
+        max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
+        return cls.from_model(model, int(max_length), max_tokens)._pack()
+
+    @classmethod
+    def from_export(
+        cls, folder: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", backend: Backend = "torch"
+    ) -> Predictor:
+        """Load a ``bertkit export`` folder: its head from ``bertkit.json`` (registered or
+        already-imported heads only), and either its weights into a ``BertModule`` (``torch``)
+        or its ONNX graph into onnxruntime (``onnx``, ``onnx-int8``; of the torch weights only the
+        head's own are loaded, to decode the graph's logits, and ``embed`` is not available).
+
+        Raises:
+            FileNotFoundError: no ``bertkit.json`` (an export of the encoder alone, or not
+                written by ``bertkit export``) or no ONNX file for the backend.
+            ValueError: a head bertkit does not know, or one whose trained layer an export does not
+                hold (the encoder alone); ImportError: onnxruntime is missing.
+        """
+        folder = Path(folder)
+        config = read_json(folder / SERVING_FILE, "not a `bertkit export` folder with a task head")
+        head = head_from_spec(config["head"], f"{folder / SERVING_FILE}: head")
+        max_length = int(config["max_length"])
+        family = family_of(folder)
+        if backend == "torch":
+            model = BertModule(head, pretrained=str(folder)).to(device)  # builds the head
+        else:  # the head decodes the graph's logits (a CRF reads its transition scores)
+            head.build(family.config_class.from_pretrained(folder))
+        _read_head_weights(head, folder, family)
+        if backend == "torch":
+            return cls.from_model(model, max_length, max_tokens)._pack()
+        hidden_size = read_json(folder / "config.json", "no config.json")["hidden_size"]
+        return cls(
+            head, family.tokenizer_class.from_pretrained(folder), OnnxLogits(folder / ONNX_FILES[backend], head, device),
+            _description(family.name, head, hidden_size, backend), max_length, max_tokens,
+        )  # fmt: skip
+
+    def compile(self, **options: Any) -> Predictor:
+        """Compile each encoder block with ``torch.compile(dynamic=True, **options)`` (as
+        ``BertModule(compile=True)`` does for training; ``options``: ``backend``, ``mode`` …);
+        returns the predictor. The first calls of each new batch shape are slow while
+        it compiles; whether it then pays depends on the device (the Results page's speed
+        table measures it on a CPU).
+
+        Raises:
+            ValueError: an ONNX backend (onnxruntime runs the graph; nothing to compile).
+        """
+        if self.encoder is None:
+            raise ValueError(f"compile needs the torch backend (this predictor runs {self.description['backend']})")
+        self._unpack()  # torch.compile fuses the plain layers
+        for block in self.encoder.blocks:
+            block.compile(dynamic=True, **options)
+        self.description["compiled"] = True
+        return self
+
+    def to_bfloat16(self) -> Predictor:
+        """Run the torch model in bfloat16, weights and activations (torch's CPU and CUDA kernels
+        accumulate LayerNorm, softmax and GELU in fp32); the head's outputs and ``embed``'s
+        vectors come back as float32. Where the device computes bf16 natively
+        (``bertkit.utils.precision.native_bf16``) the forward pass is faster than in fp32; elsewhere it
+        is slower, and a warning says so. The Results page measures the speed and what it
+        changes in accuracy; returns the predictor.
+
+        Raises:
+            ValueError: an ONNX backend (its graph is fp32 or int8), or a predictor already in int8.
+        """
+        if self.encoder is None:
+            raise ValueError(f"bf16 needs the torch backend (this predictor runs {self.description['backend']})")
+        self._check_float32("bf16")
+        if not native_bf16(self.device):
+            log.warning("bf16 on %s: no native bf16 there, so torch emulates it (slower than fp32)", self.device)
+        self._unpack()
+        model = self.forward
+        model.to(torch.bfloat16)
+        self.forward = lambda batch: {k: _as_float(v) for k, v in model(batch).items()}
+        self.description["precision"] = "bf16"
+        return self
+
+    def to_int8(self) -> Predictor:
+        """Run the encoder's linear layers in int8 (``bertkit.model.quantize``: weights per output
+        channel, inputs per call; embeddings, attention, LayerNorm and the head stay float32).
+        CPU only. The Results page measures its speed and the accuracy it changes; returns the
+        predictor.
+
+        Raises:
+            ValueError: an ONNX backend (``onnx-int8`` is its int8), a model not on the CPU, or a
+                predictor already in bf16 or compiled (compile after ``to_int8``).
+        """
+        if self.encoder is None:
+            raise ValueError(f"int8 needs the torch backend (this predictor runs {self.description['backend']})")
+        self._check_float32("int8")
+        if self.description.get("compiled"):
+            raise ValueError("int8 replaces the compiled layers: call to_int8 before compile")
+        self._unpack()
+        quantize_linears(self.encoder)
+        self.description["precision"] = "int8"
+        return self
+
+    def in_precision(self, precision: Precision) -> Predictor:
+        """The predictor in ``precision``: ``fp32`` as loaded, ``bf16`` (``to_bfloat16``) or
+        ``int8`` (``to_int8``); raises what those raise."""
+        return {"fp32": lambda: self, "bf16": self.to_bfloat16, "int8": self.to_int8}[precision]()
+
+    def _pack(self) -> Predictor:
+        """Pack the float32 encoder's linear layers for oneDNN on the CPU (``bertkit.model.prepacked``):
+        for models the predictor loaded itself (``from_checkpoint``, ``from_export``), not a model
+        ``from_model`` was given (packing replaces its layers)."""
+        if self.encoder is not None and torch.device(self.device).type == "cpu":
+            self._packed = pack_linears(self.encoder) > 0
+        return self
+
+    def _unpack(self) -> None:
+        """Undo ``_pack`` before another conversion (bf16, int8, compile) replaces the layers."""
+        if self._packed:
+            unpack_linears(self.encoder)
+            self._packed = False
+
+    def _check_float32(self, precision: str) -> None:
+        """Raise ValueError unless the model is still in float32 (bf16 and int8 each start from it)."""
+        if "precision" in self.description:
+            raise ValueError(
+                f"{precision} converts the float32 model, and this predictor already runs "
+                f"{self.description['precision']}: load it again"
+            )
+
+    def info(self) -> dict[str, Any]:
+        """What a client needs to know: family, head and its settings, max length, hidden size,
+        backend."""
+        return {**self.description, "max_length": self.max_length}
+
+    def examples(self, inputs: list[Request]) -> list[Any]:
+        """The head's examples of ``inputs``, one each, in order. Examples that carry a
+        ``document`` (NER sentences, whose context comes from their document) get a number of
+        their own per call: the inputs of one request are one document, never another's context.
+
+        Raises:
+            ValueError: an input the head cannot read (the message names ``inputs[i]``), or a
+                mix of texts and records.
+        """
+        head = self.head
+        if all(isinstance(x, str) for x in inputs):
+            check_texts(inputs)
+            for i, text in enumerate(inputs):
+                if "\n" in text or "\r" in text:
+                    raise ValueError(f"inputs[{i}]: one line per input (the text has a line break)")
+            examples = head.read_text_lines(Path("inputs"), enumerate(inputs, 1))  # sources inputs:1 …
+        elif all(isinstance(x, dict) for x in inputs):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "inputs.jsonl"
+                path.write_text("".join(json.dumps(x) + "\n" for x in inputs), encoding="utf-8")
+                try:
+                    examples = [_renamed(e, str(path)) for e in head.read(path, labelled=False)]
+                except ValueError as err:
+                    raise ValueError(str(err).replace(str(path), "inputs")) from None
+        else:
+            raise ValueError("inputs: all texts (strings) or all records (JSON objects), not a mix")
+        if len(examples) != len(inputs):
+            raise ValueError(f"inputs: {type(head).__name__} read {len(examples)} examples from {len(inputs)} inputs")
+        document = next(_CALLS)
+        for example in examples:
+            if hasattr(example, "document"):
+                example.document = document
+        return examples
+
+    def predict(self, inputs: list[Request]) -> list[dict[str, Any]]:
+        """One record per input, as ``bertkit predict`` writes them (entities with character
+        offsets, labels with probabilities, answers …).
+
+        Raises:
+            ValueError: see ``examples``.
+        """
+        return self.predict_examples(self.examples(inputs))
+
+    @torch.inference_mode()
+    def predict_examples(self, examples: list[Any]) -> list[dict[str, Any]]:
+        """``predict`` of the head's examples (from ``examples``)."""
+        head, tokenizer, device = self.head, self.tokenizer, self.device
+        features = list(head.featurize(examples, tokenizer, self.max_length))
+        lengths = [len(f["input_ids"]) for f in features]
+        longest_first = sorted(range(len(features)), key=lambda i: -lengths[i])
+        records: list[dict[str, Any]] = []  # they name their example: format_predictions joins them
+        for rows in cut_by_tokens(longest_first, lengths, self.max_tokens, padded=True):
+            batch = pad_batch([features[i] for i in rows], tokenizer.pad_token_id, head.pad_values)
+            batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            records += head.predict(self.forward(batch), batch)
+        return head.format_predictions(examples, records)
+
+    @torch.inference_mode()
+    def embed(self, texts: list[str], normalize: bool = True) -> list[list[float]]:
+        """Mean-pooled last-layer vectors (sentence-transformers' pooling), L2-normalised unless
+        ``normalize`` is False; texts longer than ``max_length`` tokens are truncated.
+
+        Raises:
+            ValueError: an empty text (names ``inputs[i]``); an ONNX backend (no encoder).
+        """
+        check_texts(texts)
+        if self.encoder is None:
+            raise ValueError(f"embeddings need the torch backend (this predictor runs {self.description['backend']})")
+        batch_size = max(1, self.max_tokens // self.max_length)
+        vectors, _, _ = embed_texts(
+            self.encoder, self.tokenizer, texts, max_length=self.max_length, batch_size=batch_size
+        )
+        stacked = torch.stack(vectors).float()  # (N, H)
+        if normalize:
+            stacked = torch.nn.functional.normalize(stacked, dim=-1)
+        return stacked.tolist()
+
+
+def _as_float(value: Any) -> Any:
+    """A floating-point tensor as float32; anything else as it is."""
+    return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+def check_texts(texts: list[str]) -> None:
+    """Raises ValueError naming ``inputs[i]``, the first empty (or whitespace-only) text."""
+    empty = next((i for i, text in enumerate(texts) if not text.strip()), None)
+    if empty is not None:
+        raise ValueError(f"inputs[{empty}]: empty text")
+
+
+def _renamed(example: Any, path: str) -> Any:
+    """``example`` with the temporary file's name in its text fields (a source, a default id)
+    replaced by ``inputs`` (``inputs:2`` is the second input)."""
+    if not dataclasses.is_dataclass(example):
+        return example
+    fields = {f.name: getattr(example, f.name) for f in dataclasses.fields(example)}
+    changed = {k: v.replace(path, "inputs") for k, v in fields.items() if isinstance(v, str) and path in v}
+    return dataclasses.replace(example, **changed) if changed else example
+
+
+def _read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> None:
+    """The trained tensors of a built ``head`` (``Head.hf_state_dict``) from an export's weights.
+
+    Raises:
+        ValueError: the export holds the encoder alone, or lacks one of the head's tensors.
+    """
+    own = head.hf_state_dict()
+    if not own:
+        raise ValueError(
+            f"{folder}: the export holds the encoder alone, not {type(head).__name__}'s trained layer; "
+            "serve the checkpoint instead"
+        )
+    weights, path = read_state_dict(folder)
+    renames = family.hf_renames(family.hf_architecture(head.hf_architecture) or "")
+    with torch.no_grad():
+        for key, tensor in own.items():
+            stored = weights.get(renamed(key, renames))
+            if stored is None:
+                raise ValueError(f"{path}: no {renamed(key, renames)!r}, a weight of the trained head")
+            tensor.copy_(stored)
+
+
+class OnnxLogits:
+    """A padded batch -> the head's logits from onnxruntime on an exported graph (inputs
+    ``input_ids``, ``attention_mask``, ``token_type_ids``; outputs ``Head.onnx_outputs``).
+
+    Raises:
+        FileNotFoundError: no such file; ImportError: onnxruntime is missing.
+    """
+
+    def __init__(self, path: Path, head: Head, device: str = "cpu") -> None:
+        try:
+            import onnxruntime
+        except ImportError as err:
+            raise ImportError(f"the ONNX backends need the onnx extra: pip install 'bertkit[onnx]' ({err})") from None
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: no such file; `bertkit export` writes it (--int8 true for model.int8.onnx)"
+            )
+        cuda = str(device).startswith("cuda") and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+        self.session = onnxruntime.InferenceSession(str(path), providers=providers)
+        self.outputs = list(head.onnx_outputs)
+
+    def __call__(self, batch: Batch) -> dict[str, torch.Tensor]:
+        feed = {k: batch[k].cpu().numpy() for k in ONNX_INPUTS}
+        return dict(zip(self.outputs, (torch.from_numpy(a) for a in self.session.run(self.outputs, feed)), strict=True))
+
+
+def _description(family: str, head: Head, hidden_size: int, backend: Backend) -> dict[str, Any]:
+    settings = dict(head.hparams)
+    return {
+        "family": family,
+        "head": type(head).__name__,
+        "head_settings": settings,
+        "hidden_size": hidden_size,
+        "backend": backend,
+    }
+
+
+def save_serving_config(model: BertModule, directory: str | Path, max_length: int) -> None:
+    """Write ``bertkit.json`` (``SERVING_FILE``) into an export ``directory`` (atomically)."""
+    with atomic_path(Path(directory) / SERVING_FILE) as tmp:
+        tmp.write_text(json.dumps({"head": model.head.spec(), "max_length": max_length}, indent=2) + "\n", "utf-8")

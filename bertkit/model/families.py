@@ -1,0 +1,133 @@
+"""Encoder families: an encoder architecture with its config, tokenizer and Hugging Face names.
+
+``BertModule`` builds its encoder through a family looked up by name in the ``register_encoders``
+registry (``bertkit plugins`` lists them) or given by class path: ``model.encoder: electra``
+(or ``my_package.MyFamily``), or, for a pretrained
+directory, the ``model_type`` its ``config.json`` states (as transformers' ``AutoModel`` does).
+The core provides ``bert``; plugins add ``electra``, ``roberta``, ``xlm-roberta`` the same way,
+by subclassing ``EncoderFamily``.
+
+An encoder is an ``nn.Module`` with the ``BertEncoder`` interface: ``config`` (with
+``hidden_size``, ``initializer_range``, ``layer_norm_eps``, ``hidden_act``, ``vocab_size``),
+``embeddings.word_embeddings`` (for heads that tie a decoder to it) and
+``forward(input_ids, attention_mask, token_type_ids, output_hidden_states, cls_only, unpad) ->
+EncoderOutput``. Heads see only that interface and the tokenizer's template
+(``BertTokenizer.build_inputs``), never a family's internals.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from torch import nn
+
+from bertkit.model.bert import BertEncoder
+from bertkit.model.config import BertConfig, Preset
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.model.weights import load_encoder_weights
+from bertkit.plugins import registered
+from bertkit.tasks.head import import_class, stored_class
+from bertkit.utils.io import read_json
+
+
+class EncoderFamily:
+    """An encoder architecture: how to build, load and export it (class attributes and methods
+    only; registered as a class, by ``name``)."""
+
+    name: ClassVar[str] = "bert"
+    """Registry name, and ``config.json``'s ``model_type`` of this family's exports."""
+    config_class: ClassVar[type[BertConfig]] = BertConfig
+    encoder_class: ClassVar[type[BertEncoder]] = BertEncoder
+    tokenizer_class: ClassVar[type[BertTokenizer]] = BertTokenizer
+    hf_prefix: ClassVar[str] = "bert."
+    """Prefix of the encoder's keys in a ``transformers`` task checkpoint (``bert.``, ``electra.``)."""
+    hf_token_roles: ClassVar[dict[str, str]] = {}
+    """``config.json`` token-id fields of this family's transformers config, by the tokenizer role
+    that fills them (``{"bos_token_id": "cls"}``: ``tokenizer.cls_token_id``)."""
+
+    @classmethod
+    def hf_architecture(cls, head_architecture: str) -> str | None:
+        """This family's ``transformers`` class for a head's (``Head.hf_architecture``, named for
+        BERT: ``BertForTokenClassification`` …), or None when the family has no class with the
+        same task layers (the export is then the encoder alone)."""
+        return head_architecture if head_architecture.startswith("Bert") else None
+
+    @classmethod
+    def hf_renames(cls, architecture: str) -> dict[str, str]:
+        """Key prefixes to rename in an export to ``architecture`` (this family's class from
+        ``hf_architecture``), where its transformers class names the task layers otherwise than
+        BERT's (``cls.predictions.`` -> RoBERTa's ``lm_head.``); empty for BERT."""
+        return {}
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> tuple[nn.Module, BertTokenizer]:
+        """Encoder and tokenizer of a Hugging Face format directory.
+
+        Raises:
+            FileNotFoundError, ValueError: see ``BertConfig.from_pretrained`` and
+                ``bertkit.model.weights.load_encoder_weights`` (they name the file and keys).
+        """
+        encoder = cls.encoder_class(cls.config_class.from_pretrained(directory))
+        load_encoder_weights(encoder, directory, cls.hf_prefix)
+        return encoder, cls.tokenizer_class.from_pretrained(directory)
+
+    @classmethod
+    def fresh(cls, preset: Preset, tokenizer: BertTokenizer) -> nn.Module:
+        """A randomly initialised encoder of a standard size for ``tokenizer``'s vocabulary."""
+        config = cls.config_class.preset(preset, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_token_id)
+        return cls.encoder_class(config)
+
+
+def encoder_families() -> dict[str, type[EncoderFamily]]:
+    """The families by ``name``: the core's ``bert`` and every plugin's (``register_encoders``).
+
+    Raises:
+        ValueError: a plugin's family is not an ``EncoderFamily`` or takes a name already taken.
+    """
+    families: dict[str, type[EncoderFamily]] = {EncoderFamily.name: EncoderFamily}
+    for name, family in registered("register_encoders").items():
+        if not (isinstance(family, type) and issubclass(family, EncoderFamily)):
+            raise ValueError(f"register_encoders: {family!r} is not a bertkit.model.families.EncoderFamily subclass")
+        if name in families:
+            raise ValueError(f"register_encoders: a plugin registers {name!r}, the core's own encoder family")
+        if family.name != name:
+            raise ValueError(f"register_encoders: {family.__name__} registered as {name!r} but named {family.name!r}")
+        families[name] = family
+    return families
+
+
+def encoder_family(name: str, field: str = "model.encoder", stored: bool = False) -> type[EncoderFamily]:
+    """The family registered as ``name``, or the ``EncoderFamily`` subclass at a dotted class path
+    (an unregistered one, as for heads); ``field`` names the setting in errors. A ``stored``
+    name (read from a model directory, not given by the user) never imports a module
+    (``bertkit.tasks.head.stored_class``).
+
+    Raises:
+        ValueError: no family of that name (the message lists the registered ones), or a class
+            path that cannot be imported or is not an ``EncoderFamily``.
+    """
+    families = encoder_families()
+    if name in families:
+        return families[name]
+    if stored and "." in name:
+        return stored_class(name, EncoderFamily, families, field)
+    if "." in name:
+        try:
+            return import_class(name, EncoderFamily)
+        except ValueError as err:
+            raise ValueError(f"{field}: {err}") from err
+    raise ValueError(f"{field}={name!r}: no such encoder family; registered: {', '.join(sorted(families))}")
+
+
+def family_of(directory: str | Path) -> type[EncoderFamily]:
+    """The family of a pretrained directory, by its ``config.json``'s ``model_type`` (``bert``
+    when it states none).
+
+    Raises:
+        FileNotFoundError: no ``config.json``.
+        ValueError: a ``model_type`` no family is registered for.
+    """
+    path = Path(directory) / "config.json"
+    model_type = read_json(path, "no config.json in the model directory").get("model_type", "bert")
+    return encoder_family(str(model_type), f"{path}: model_type", stored=True)

@@ -1,0 +1,149 @@
+"""Reading and writing encoder weights in Hugging Face format.
+
+A model directory holds ``config.json`` and ``model.safetensors`` (preferred) or
+``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``). Checkpoints of
+task models carry the family's prefix (``bert.``, ``electra.``) and their task layers (``cls.*`` of
+pre-training, ``classifier.*``, ``qa_outputs.*``, ELECTRA's ``discriminator_predictions.*``): the
+prefix is stripped, the task layers are returned and
+reported, anything else unexpected is an error that names the keys.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from bertkit.utils.io import atomic_path
+
+log = logging.getLogger(__name__)
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# Buffers older transformers versions saved; derived, never learned.
+_DERIVED = ("embeddings.position_ids",)
+# Key prefixes of the task layers of transformers' BertFor*, ElectraFor*, RobertaFor* and ModernBertFor* classes,
+# and of the CRF a token tagger exports beside its classifier.
+TASK_LAYERS = (
+    "cls.", "classifier.", "qa_outputs.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.",
+    "lm_head.", "decoder.", "crf.",
+)  # fmt: skip
+
+
+def read_state_dict(directory: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """Load the raw tensors of a model directory.
+
+    Returns:
+        (state dict, the file it came from).
+
+    Raises:
+        FileNotFoundError: the directory holds neither weight file.
+    """
+    directory = Path(directory)
+    for name in WEIGHT_FILES:
+        path = directory / name
+        if path.is_file():
+            if name.endswith(".safetensors"):
+                return load_file(str(path)), path
+            return torch.load(path, map_location="cpu", weights_only=True), path
+    raise FileNotFoundError(f"{directory}: no weights found (expected one of {', '.join(WEIGHT_FILES)})")
+
+
+def _short(keys: list[str], limit: int = 8) -> str:
+    more = f" … and {len(keys) - limit} more" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more
+
+
+def load_encoder_weights(
+    encoder: torch.nn.Module, directory: str | Path, prefix: str = "bert."
+) -> dict[str, torch.Tensor]:
+    """Copy a directory's encoder weights into ``encoder`` (a ``BertEncoder`` or subclass);
+    ``prefix`` is the family's key prefix in task checkpoints.
+
+    Returns:
+        The checkpoint's task-layer tensors (``TASK_LAYERS``, prefix kept), possibly empty.
+
+    Raises:
+        FileNotFoundError: no weight file.
+        ValueError: a tensor's shape disagrees with ``config.json``, an encoder tensor is missing,
+            or the file has keys that belong to no BERT module; the message names them.
+    """
+    raw, path = read_state_dict(directory)
+    state, heads = {}, {}
+    for key, tensor in raw.items():
+        key = key.removeprefix(prefix)
+        if key.startswith(TASK_LAYERS):
+            heads[key] = tensor
+        elif key not in _DERIVED:
+            state[key] = tensor
+    own = encoder.state_dict()
+    unexpected = sorted(set(state) - set(own))
+    if unexpected:
+        raise ValueError(f"{path}: unexpected keys, not part of a {type(encoder).__name__}: {_short(unexpected)}")
+    wrong = [
+        f"{k} {tuple(v.shape)} vs config {tuple(own[k].shape)}" for k, v in state.items() if v.shape != own[k].shape
+    ]
+    if wrong:
+        raise ValueError(f"{path}: weights do not match config.json: {_short(wrong, 4)}")
+    missing = sorted(set(own) - set(state))
+    optional = getattr(encoder, "optional_weights", ("pooler.",))
+    if any(not k.startswith(optional) for k in missing):
+        raise ValueError(f"{path}: missing encoder weights: {_short(missing)}")
+    if missing:
+        log.warning(
+            "%s has no %s weights; they keep their fresh initialisation",
+            path,
+            "/".join(p.rstrip(".") for p in optional),
+        )
+    encoder.load_state_dict(state, strict=False)
+    if heads:
+        log.info("%s: %d task-layer tensors (%s) not used by the encoder", path, len(heads), _short(sorted(heads), 3))
+    return heads
+
+
+def renamed(key: str, renames: dict[str, str]) -> str:
+    """``key`` with the first of ``renames``' prefixes it starts with replaced (each key once)."""
+    for old, new in renames.items():
+        if key.startswith(old):
+            return new + key.removeprefix(old)
+    return key
+
+
+def save_encoder(
+    encoder: torch.nn.Module,
+    directory: str | Path,
+    head_state: dict[str, torch.Tensor] | None = None,
+    architecture: str = "BertModel",
+    extra_config: dict | None = None,
+    prefix: str = "bert.",
+    skip: tuple[str, ...] = (),
+    renames: dict[str, str] | None = None,
+) -> None:
+    """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``.
+
+    Args:
+        encoder: a ``BertEncoder`` (or subclass: its ``config.to_dict()`` names the ``model_type``).
+        directory: created if missing.
+        head_state: the task layers of a ``BertFor*`` checkpoint (``cls.*``, ``classifier.*`` …);
+            with them the encoder's keys get ``prefix``, as ``transformers`` saves them.
+        architecture: ``config.json``'s ``architectures`` entry.
+        extra_config: more ``config.json`` entries (``id2label``, ``problem_type`` …).
+        prefix: the encoder family's key prefix (``bert.``, ``electra.``).
+        skip: encoder key prefixes to leave out (``pooler.`` for classes built without one).
+        renames: key prefixes of the written file (encoder keys with ``prefix``) to replace, as
+            the family's transformers class names its task layers (``EncoderFamily.hf_renames``).
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = {**encoder.config.to_dict(), **(extra_config or {}), "architectures": [architecture]}
+    with atomic_path(directory / "config.json") as tmp:
+        tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    prefix = prefix if head_state else ""
+    state = {k: v for k, v in encoder.state_dict().items() if not k.startswith(skip)}
+    tensors = {prefix + k: v.detach().contiguous().cpu() for k, v in state.items()}
+    tensors.update({k: v.detach().contiguous().cpu() for k, v in (head_state or {}).items()})
+    tensors = {renamed(k, renames or {}): v for k, v in tensors.items()}
+    with atomic_path(directory / "model.safetensors") as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "pt"})

@@ -1,0 +1,1 @@
+"""What a task plugin implements: the head contract and multi-task composition."""

@@ -1,0 +1,2 @@
+"""Training: ``BertModule`` (the LightningModule), callbacks, checkpoints, run folders, progress,
+summaries and plots."""

@@ -1,0 +1,414 @@
+"""``BertModule``: the LightningModule holding the encoder, its tokenizer and a task head.
+
+Optimisation follows BERT (Devlin et al. 2019, §A.2; google-research/bert optimization.py):
+AdamW with weight decay 0.01 on all weights but biases and LayerNorm (chosen by shape, see
+``decays``), linear warm-up then linear
+decay to zero over the run; gradient clipping (1.0) is the trainer's ``gradient_clip_val``, applied
+by ``configure_gradient_clipping`` so that it also works with the fused AdamW under mixed precision.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
+from torch import nn
+from typing_extensions import override
+
+from bertkit.model.config import Preset
+from bertkit.model.families import EncoderFamily, encoder_family, family_of
+from bertkit.model.prepacked import pack_linears, unpack_linears
+from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
+from bertkit.model.quantize import Int8Linear, quantize_linears
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.model.weights import save_encoder
+from bertkit.tasks.head import Batch, Head, head_from_spec
+from bertkit.training.rng import rng_states, set_rng_states
+from bertkit.utils.precision import native_bf16
+
+ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def decays(parameter: torch.Tensor) -> bool:
+    """Whether weight decay applies: to matrices (linear and embedding weights), not to vectors.
+
+    google-research/bert exempts biases and LayerNorm by name; in BERT those are exactly the
+    1-D parameters, and choosing by shape (as nanoGPT and MosaicML do) also exempts the norms of an
+    encoder that names them otherwise (``norm1``, ``ln_f``) instead of silently decaying them.
+    """
+    return parameter.ndim >= 2
+
+
+class BertModule(pl.LightningModule):
+    """An encoder (BERT, or another registered family) with one task head.
+
+    Args:
+        head: the task head (a ``Head`` subclass, usually given by ``class_path`` in a recipe).
+        pretrained: a Hugging Face format directory or a registered name
+            (``bertkit plugins`` lists them); its weights, config and tokenizer are used.
+            None builds a fresh encoder from ``preset`` and ``vocab_file``.
+        encoder: the encoder family (``bertkit.model.families``): a registered name (``bert``,
+            ``electra`` …; ``bertkit plugins`` lists them) or an ``EncoderFamily`` class path.
+            None: the ``model_type`` of the pretrained directory's ``config.json``, ``bert`` for
+            a fresh encoder.
+        preset: size of a fresh encoder: tiny, mini, small, medium, base or large.
+        vocab_file: the tokenizer of a fresh encoder: ``vocab.txt``, a directory with a
+            tokenizer, or a registered model name (its tokenizer only, not its weights).
+        lowercase: lower-case input of a fresh encoder's tokenizer.
+        learning_rate: peak learning rate (after warm-up).
+        weight_decay: AdamW decoupled weight decay (on matrices; not on biases or norms).
+        warmup_ratio: fraction of all optimizer steps spent warming up linearly from 0.
+        adam_epsilon: AdamW epsilon.
+        adam_betas: AdamW (beta1, beta2).
+        unpad: run the encoder on the real tokens only (``BertEncoder(unpad=True)``; same results,
+            no work spent on padding); False runs it on the padded batch.
+        attention_dropout: override the encoder config's ``attention_probs_dropout_prob`` (BERT:
+            0.1). 0 lets training on a CUDA GPU in bf16/fp16 use FlashAttention over the packed
+            tokens (``torch.nn.attention.varlen``, which has no dropout; MosaicBERT and ModernBERT
+            train without attention dropout); with dropout, training attention runs padded.
+        compile: compile each encoder block with ``torch.compile(dynamic=True)`` (fuses the
+            element-wise work around the matrix products; the first steps of each new shape are
+            slow while it compiles). State-dict keys are unchanged.
+        int8: in ``validate``, ``test`` and ``predict``, run the encoder's linear layers in int8
+            (``bertkit.model.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
+            LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
+            accuracy it changes. ``fit`` refuses it (int8 layers have no gradient).
+    """
+
+    def __init__(
+        self,
+        head: Head,
+        pretrained: str | None = "all-MiniLM-L6-v2",
+        encoder: str | None = None,
+        preset: Preset | None = None,
+        vocab_file: str | None = None,
+        lowercase: bool = True,
+        learning_rate: float = 5e-5,
+        weight_decay: float = 0.01,
+        warmup_ratio: float = 0.1,
+        adam_epsilon: float = 1e-8,
+        adam_betas: tuple[float, float] = (0.9, 0.999),
+        unpad: bool = True,
+        attention_dropout: float | None = None,
+        compile: bool = False,
+        int8: bool = False,
+    ) -> None:
+        super().__init__()
+        if isinstance(head, dict):  # rebuilt from a checkpoint's hyper-parameters
+            head = head_from_spec(head)
+        self.save_hyperparameters(ignore=["head"])
+        self.hparams["head"] = head.spec()  # plain values only: checkpoints load with weights_only=True
+        if not 0.0 <= warmup_ratio < 1.0:
+            raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
+        if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
+            raise ValueError(f"model.attention_dropout={attention_dropout}: expected 0 <= attention_dropout < 1")
+        if int8 and compile:
+            raise ValueError("model.int8 and model.compile: choose one (int8 replaces the layers compile would fuse)")
+        self.family, self.encoder, self.tokenizer = self._build_encoder(
+            pretrained, encoder, preset, vocab_file, lowercase
+        )
+        if attention_dropout is not None:
+            self.encoder.set_attention_dropout(attention_dropout)
+        if compile:
+            for block in self.encoder.blocks:
+                block.compile(dynamic=True)
+        pooler = getattr(self.encoder, "pooler", None)
+        if pooler is not None and not head.reads_pooler:
+            pooler.requires_grad_(False)  # outside the loss: DDP would stop at the first step
+        self.head = head
+        self._head_built = False
+        self._resumed_rng: dict[str, Any] | None = None
+        if head.ready:
+            self._build_head()
+
+    def _build_head(self) -> None:
+        self.head.build(self.encoder.config)
+        self.head.attach(self.encoder)
+        self._head_built = True
+        self.hparams["head"] = self.head.spec()  # now with what the head learned from data
+
+    @classmethod
+    def load_from_checkpoint(  # type: ignore[override]
+        cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool | None = None, **kwargs: Any
+    ) -> BertModule:
+        """Lightning's ``load_from_checkpoint``, after ``bertkit.training.checkpoints.check_checkpoint``: the
+        head the file names must be registered or already imported (nothing a checkpoint names is
+        imported), and it is read with ``weights_only=True`` whatever torch's default.
+
+        Raises:
+            FileNotFoundError, ValueError: see ``check_checkpoint``.
+        """
+        from bertkit.training.checkpoints import check_checkpoint
+
+        if "://" not in str(checkpoint_path):
+            check_checkpoint(checkpoint_path, None)
+        kwargs["weights_only"] = True
+        return super().load_from_checkpoint(checkpoint_path, map_location=map_location, strict=strict, **kwargs)
+
+    @override
+    def configure_model(self) -> None:
+        """Build a head that became ready in ``datamodule.setup`` (``Head.prepare`` on train)."""
+        if not self._head_built and self.head.ready:
+            self._build_head()
+
+    @override
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Store the random number generators' states (dropout, masking), so that a resumed run
+        continues exactly as the uninterrupted one would (Lightning restores the rest)."""
+        checkpoint["rng_states"] = rng_states()
+
+    @override
+    def on_train_start(self) -> None:
+        """Restore the generators of a resumed checkpoint here, after the sanity check's loaders
+        (which draw from them) and before the first training batch, where the saved run was."""
+        if self._resumed_rng is not None:
+            set_rng_states(self._resumed_rng)
+            self._resumed_rng = None
+
+    @override
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Give an unbuilt head the settings it learned in training (``Head.learned``); keep the
+        generators' states for ``on_train_start``.
+
+        Raises:
+            ValueError: the head was built with other learned settings than the checkpoint's.
+        """
+        self._resumed_rng = checkpoint.get("rng_states")
+        stored = checkpoint.get("hyper_parameters", {}).get("head", {}).get("init_args", {})
+        self.head.restore_learned(stored, self._head_built)
+        if not self._head_built:
+            self._build_head()
+
+    @staticmethod
+    def _build_encoder(
+        pretrained: str | None, name: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
+    ) -> tuple[type[EncoderFamily], nn.Module, BertTokenizer]:
+        if pretrained is not None:
+            directory = resolve_pretrained(pretrained)
+            family = family_of(directory)
+            if name is not None and name != family.name:
+                raise ValueError(
+                    f"model.encoder={name!r}, but model.pretrained={pretrained!r} is a {family.name!r} model "
+                    "(its config.json's model_type); leave model.encoder out to use it"
+                )
+            return family, *family.from_pretrained(directory)
+        if preset is None or vocab_file is None:
+            raise ValueError("model: give pretrained, or preset and vocab_file for a fresh encoder")
+        family = encoder_family(name or "bert")
+        tokenizer = load_tokenizer(vocab_file, lowercase, family.tokenizer_class)
+        return family, family.fresh(preset, tokenizer), tokenizer
+
+    @override
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        if not self._head_built:
+            raise RuntimeError(
+                f"{type(self.head).__name__} has no layers yet: it learns {', '.join(self.head.learned)} "
+                "from the training file. Fit first, pass a checkpoint (--ckpt_path), or set them in the recipe."
+            )
+        batch = self.head.encoder_inputs(batch)
+        inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
+        unpad = self.hparams.unpad and not self.head.reads_padding
+        encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only, unpad=unpad)
+        return self.head(encoded, batch)
+
+    def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
+        outputs = self(batch)
+        size = batch["input_ids"].shape[0]
+        for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
+            if key == "loss" or key.endswith(("_loss", "/loss")):
+                # Evaluation losses are averaged over processes (each process's mean, then their mean).
+                self.log(
+                    f"{stage}/{key}", value, batch_size=size, prog_bar=stage == "train", sync_dist=stage != "train"
+                )
+        if stage != "train":
+            self.head.update_metrics(stage, outputs, batch)
+        return outputs
+
+    @override
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        self.log("train/tokens", batch["attention_mask"].sum().float(), reduce_fx="sum", on_step=False, on_epoch=True)
+        loss = self._shared_step(batch, "train")["loss"]
+        bad = not bool(torch.isfinite(loss))  # one such step would make every weight NaN
+        if self.trainer.world_size > 1:  # every process stops together (none waits in the all-reduce)
+            bad = self.trainer.strategy.reduce_boolean_decision(bad, all=False)
+        if bad:
+            raise FloatingPointError(
+                f"training loss is not finite ({float(loss)} on this process) at step {self.global_step} (epoch "
+                f"{self.current_epoch}, batch {batch_idx}); stopped before this step changed the weights. Check the "
+                "data for extreme or non-finite labels, or lower model.learning_rate"
+            )
+        return loss
+
+    @override
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._shared_step(batch, "val")
+
+    @override
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._shared_step(batch, "test")
+
+    @override
+    def predict_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> list[dict[str, Any]]:
+        return self.head.predict(self(batch), batch)
+
+    def _log_epoch_metrics(self, stage: str) -> None:
+        # Metric states a head resets here must be normal tensors: reset under validate's inference
+        # mode would make inference tensors that a later fit's validation (no_grad) cannot update.
+        with torch.inference_mode(False):
+            metrics = self.head.compute_metrics(stage)
+        checkpoint = self.trainer.checkpoint_callback
+        shown = checkpoint.monitor if checkpoint is not None else None  # the score the run selects on
+        for key, value in metrics.items():  # as floats: torchmetrics' MCC returns an integer 1 or 0 at the extremes
+            self.log(f"{stage}/{key}", torch.as_tensor(value).float(), prog_bar=f"{stage}/{key}" == shown)
+
+    def _to_int8(self) -> None:
+        """Quantize the encoder's linear layers once, after the checkpoint's weights are loaded."""
+        if self.hparams.get("int8") and not any(isinstance(m, Int8Linear) for m in self.encoder.modules()):
+            replaced = quantize_linears(self.encoder)
+            rank_zero_info(f"model.int8: {replaced} linear layers of the encoder run in int8")
+
+    @override
+    def on_test_start(self) -> None:
+        self._to_int8()
+
+    @override
+    def on_predict_start(self) -> None:
+        """int8 if asked; otherwise, in float32 on the CPU, the encoder's linear layers packed for
+        oneDNN (``bertkit.model.prepacked``; the same values, faster products) until ``on_predict_end``."""
+        self._to_int8()
+        if not self.hparams.get("int8") and str(self.trainer.precision) in ("32-true", "32"):
+            pack_linears(self.encoder)
+
+    @override
+    def on_predict_end(self) -> None:
+        unpack_linears(self.encoder)  # the module trains again as it was
+
+    @override
+    def on_validation_start(self) -> None:
+        if self.trainer.state.fn == "validate":  # not fit's validation: fit refuses int8
+            self._to_int8()
+
+    @override
+    def on_fit_start(self) -> None:
+        """Refuse ``int8``; say when training on a GPU cannot use FlashAttention (attention dropout is on), and
+        when a reduced precision runs on a CPU that emulates it (``bertkit.utils.precision.native_bf16``)."""
+        if self.hparams.get("int8"):
+            raise ValueError(
+                "model.int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
+            )
+        precision = str(self.trainer.precision)
+        if (
+            self.device.type == "cpu"
+            and precision.startswith(("16", "bf16"))
+            and not (precision.startswith("bf16") and native_bf16(self.device))
+        ):
+            rank_zero_warn(
+                f"trainer.precision {precision} on a CPU without native support for it: torch emulates it, "
+                "slower than 32-true (bf16 is native on CPUs with AVX512-BF16 or AMX)"
+            )
+        dropout = self.encoder.config.attention_probs_dropout_prob
+        if self.device.type == "cuda" and self.hparams.unpad and dropout > 0:
+            rank_zero_warn(
+                f"attention dropout {dropout}: training attention runs padded (FlashAttention varlen has no "
+                "dropout); --model.attention_dropout 0.0 uses it. Evaluation uses it either way."
+            )
+
+    @override
+    def on_validation_epoch_end(self) -> None:
+        self._log_epoch_metrics("val")
+
+    @override
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch_metrics("test")
+
+    def save_pretrained(self, directory: str | Path) -> str:
+        """Write a Hugging Face format directory: ``config.json``, ``model.safetensors``,
+        ``tokenizer.json`` and ``vocab.txt``, for the ``transformers`` class of the head
+        (``Head.hf_architecture``: ``BertForTokenClassification``, ``…SequenceClassification``,
+        ``…QuestionAnswering``, ``…PreTraining``) with its labels in ``id2label``: the trained task
+        layer is kept; the encoder family names the class (``ElectraForTokenClassification`` for
+        an ELECTRA encoder). A head no such class computes (mean pooling) exports the encoder alone
+        (``BertModel``, ``ElectraModel``), with a warning. Any export loads as ``pretrained`` in
+        any recipe. Files are replaced atomically.
+
+        Returns:
+            The ``transformers`` class written into ``config.json``'s ``architectures``.
+        """
+        head_state = self.head.hf_state_dict() if self._head_built else {}
+        plain = self.encoder.config.to_dict()["architectures"][0]  # BertModel, ElectraModel …
+        architecture = self.family.hf_architecture(self.head.hf_architecture) if head_state else None
+        if self._head_built and architecture is None and any(True for _ in self.head.parameters()):
+            rank_zero_warn(
+                f"save_pretrained: {type(self.head).__name__} {dict(self.head.hparams)} has no transformers class "
+                f"for a {self.family.name} encoder; {directory} holds the encoder only ({plain}), without the "
+                "trained task layer"
+            )
+        if architecture is None:
+            head_state = {}
+        extra = {
+            field: getattr(self.tokenizer, f"{role}_token_id") for field, role in self.family.hf_token_roles.items()
+        }
+        extra.update(self.head.hf_config() if head_state else {})
+        # transformers builds its token, span and masked-LM classes without a pooler: export none
+        skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
+        renames = self.family.hf_renames(architecture) if architecture is not None else {}
+        save_encoder(
+            self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames
+        )
+        self.tokenizer.save(directory)
+        return architecture or plain
+
+    @override
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip gradients (the trainer's ``gradient_clip_val``/``_algorithm``), also for a fused AdamW
+        under mixed precision, which Lightning refuses to clip.
+
+        bf16-mixed has no loss scaling: the gradients are true gradients and are clipped as they
+        are. 16-mixed scales the loss; a fused AdamW would unscale inside its step, after
+        clipping, so the gradients are unscaled here first with ``GradScaler.unscale_`` (its
+        ``step`` then passes no scale to the fused kernel and still skips steps with inf/NaN).
+        """
+        if not gradient_clip_val:
+            return
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        if scaler is not None and getattr(optimizer, "_step_supports_amp_scaling", False):
+            scaler.unscale_(optimizer)  # optimizers without internal unscaling: Lightning did it already
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if gradient_clip_algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, gradient_clip_val, foreach=True)
+        else:
+            torch.nn.utils.clip_grad_norm_(params, gradient_clip_val, foreach=True)
+
+    @override
+    def configure_optimizers(self) -> dict[str, Any]:
+        hp = self.hparams
+        own = self.head.parameter_settings()  # e.g. a CRF's learning rate
+        taken = {id(p) for params, _ in own for p in params}
+        params = [p for p in self.parameters() if p.requires_grad and id(p) not in taken]
+        groups = [
+            {"params": [p for p in params if decays(p)], "weight_decay": hp.weight_decay},
+            {"params": [p for p in params if not decays(p)], "weight_decay": 0.0},
+            *({"params": group, "weight_decay": 0.0, **settings} for group, settings in own),
+        ]
+        fused = params[0].device.type in ("cpu", "cuda")  # one fused kernel per step (transformers' default)
+        optimizer = torch.optim.AdamW(
+            groups, lr=hp.learning_rate, betas=tuple(hp.adam_betas), eps=hp.adam_epsilon, fused=fused
+        )
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = int(hp.warmup_ratio * total)
+
+        def factor(step: int) -> float:  # linear warm-up, then linear decay to 0
+            if step < warmup:
+                return step / warmup
+            return max(0.0, (total - step) / max(1, total - warmup))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

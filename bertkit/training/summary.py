@@ -1,0 +1,61 @@
+"""What ``bertkit fit`` prints when it ends: how far it trained, the best score and its
+checkpoint, the last checkpoint, where the logs and plots are, and the commands to run next."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from pathlib import Path
+
+import pytorch_lightning as pl
+
+from bertkit.training.plots import write_plots
+
+log = logging.getLogger(__name__)
+
+
+def _relative(path: str | Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
+
+
+def _score(value: object) -> str:
+    return f"{float(value):.4f}" if value is not None else "n/a"
+
+
+def fit_summary(trainer: pl.Trainer, recipes: list[str]) -> str:
+    """The end-of-fit summary (writes the plots it names; see ``bertkit.training.plots``)."""
+    lines = [f"\nbertkit fit: done after {trainer.current_epoch} epoch(s), {trainer.global_step} optimizer steps"]
+    checkpoint = trainer.checkpoint_callback
+    if checkpoint is not None and checkpoint.monitor and checkpoint.best_model_path:
+        lines.append(
+            f"  best {checkpoint.monitor} {_score(checkpoint.best_model_score)}: {_relative(checkpoint.best_model_path)}"
+        )
+    elif checkpoint is not None and checkpoint.monitor:
+        seen = trainer.callback_metrics.get(checkpoint.monitor)
+        why = "no validation ran" if seen is None else f"its value was {float(seen)}, never an improvement"
+        lines.append(f"  best {checkpoint.monitor}: none kept ({why})")
+    if checkpoint is not None and checkpoint.last_model_path:
+        step = getattr(checkpoint, "last_step", -1)  # LastStateCheckpoint: the step last.ckpt holds
+        at = f" at step {step}" if step >= 0 else ""
+        lines.append(f"  last checkpoint{at}: {_relative(checkpoint.last_model_path)} (resume: --ckpt_path last)")
+    logger = trainer.logger
+    metrics = Path(logger.log_dir) / "metrics.csv" if logger is not None and logger.log_dir else None
+    if metrics is not None and metrics.is_file():
+        try:
+            plots = [p.name for p in write_plots(metrics)]
+        except (OSError, ValueError) as err:  # a plot is a convenience: say why, keep the run's result
+            log.warning("could not write plots beside %s: %s", metrics, err)
+            plots = []
+        lines.append(f"  logs: {_relative(metrics.parent)} (metrics.csv{''.join(', ' + p for p in plots)})")
+    if recipes:
+        config = " ".join(f"--config {shlex.quote(r)}" for r in recipes)
+        best = "best" if checkpoint is not None and checkpoint.best_model_path else "last"
+        lines += [
+            f"  next: bertkit test {config} --ckpt_path {best}",
+            f"        bertkit predict {config} --ckpt_path {best} --data.predict_file FILE",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Foundations every layer uses: atomic file writes and line readers, setting checks, device probes."""
