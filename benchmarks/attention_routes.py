@@ -40,7 +40,7 @@ from provenance import header, started
 
 import bertkit.model.unpadded
 from bertkit import BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from bertkit.data.samplers import LengthGroupedSampler
 from bertkit.model.unpadded import Unpadded, grouped_attention, padded_attention
 

@@ -49,7 +49,7 @@ from common import ROOT, machine, matmul_ceiling, write_result
 from provenance import started
 
 from bertkit import BertConfig, BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 
 TASKS = ("ner", "sst2", "squad", "pretrain128", "pretrain512")
 VARIANTS = {

@@ -16,12 +16,13 @@ install()  # release 0.1's module paths (bertkit.heads …) import, with a Depre
 
 if TYPE_CHECKING:
     from bertkit.cli.recipe import Composed, compose
-    from bertkit.data.datamodule import BertDataModule
+    from bertkit.data.datamodule import BertDataModule, TaskData
     from bertkit.model.bert import BertEncoder, EncoderOutput, token_features
     from bertkit.model.config import BertConfig
     from bertkit.model.tokenizer import BertTokenizer
-    from bertkit.tasks.head import Batch, Feature, Head, by_example
-    from bertkit.tasks.multitask import MultiTaskHead, TaskData
+    from bertkit.tasks.legacy import Head
+    from bertkit.tasks.multitask import MultiTaskHead
+    from bertkit.tasks.task import Batch, Feature, Task, by_example
     from bertkit.training.callbacks import ExportPretrained, PredictionWriter
     from bertkit.training.module import BertModule
 
@@ -29,7 +30,7 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _HOME = {
-    "Batch": "tasks.head",
+    "Batch": "tasks.task",
     "BertConfig": "model.config",
     "BertDataModule": "data.datamodule",
     "BertEncoder": "model.bert",
@@ -38,12 +39,13 @@ _HOME = {
     "Composed": "cli.recipe",
     "EncoderOutput": "model.bert",
     "ExportPretrained": "training.callbacks",
-    "Feature": "tasks.head",
-    "Head": "tasks.head",
+    "Feature": "tasks.task",
+    "Head": "tasks.legacy",
     "MultiTaskHead": "tasks.multitask",
     "PredictionWriter": "training.callbacks",
-    "TaskData": "tasks.multitask",
-    "by_example": "tasks.head",
+    "Task": "tasks.task",
+    "TaskData": "data.datamodule",
+    "by_example": "tasks.task",
     "compose": "cli.recipe",
     "token_features": "model.bert",
 }
@@ -61,6 +63,7 @@ __all__ = [
     "Head",
     "MultiTaskHead",
     "PredictionWriter",
+    "Task",
     "TaskData",
     "by_example",
     "compose",

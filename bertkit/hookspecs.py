@@ -21,11 +21,17 @@ hookimpl = pluggy.HookimplMarker("bertkit")
 
 
 @hookspec
-def register_heads(register: Callable[[type], None]) -> None:
-    """Register task heads and pre-training objectives: call ``register(HeadSubclass)`` for each.
+def register_tasks(register: Callable[[type], None]) -> None:
+    """Register tasks and pre-training objectives: call ``register(TaskSubclass)`` for each
+    (``bertkit.api.Task``; it builds its ``Head``).
 
     Every implementation is called (no ``firstresult``); names must be unique across plugins.
     """
+
+
+@hookspec(warn_on_impl=DeprecationWarning("register_heads is release 0.1's hook: implement register_tasks"))
+def register_heads(register: Callable[[type], None]) -> None:
+    """Release 0.1's ``register_tasks`` (its heads were tasks and modules at once); deprecated."""
 
 
 @hookspec

@@ -17,8 +17,9 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import sys
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from importlib.util import find_spec
@@ -245,15 +246,97 @@ def loaded(entry: object) -> object:
     return entry.load() if isinstance(entry, Lazy) else entry
 
 
+def registered_tasks() -> dict[str, object]:
+    """The registered tasks by name: ``register_tasks``, and release 0.1's ``register_heads``
+    (deprecated; its heads are tasks too).
+
+    Raises:
+        PluginError: an import path cannot be imported, or a name is registered by both hooks.
+    """
+    tasks = registered("register_tasks")
+    heads = registered("register_heads")
+    both = sorted(set(tasks) & set(heads))
+    if both:
+        raise PluginError(f"register_tasks and register_heads both register {both}")
+    return {**tasks, **heads}
+
+
 def import_classes() -> None:
-    """Import every registered head, masking strategy and encoder family, so that recipes may
+    """Import every registered task, masking strategy and encoder family, so that recipes may
     name them by class name alone (jsonargparse resolves names among imported subclasses).
 
     Raises:
         PluginError: a registered import path cannot be imported.
     """
-    for hook_name in ("register_heads", "register_masking", "register_encoders"):
+    registered_tasks()
+    for hook_name in ("register_masking", "register_encoders"):
         registered(hook_name)
+
+
+def import_class(class_path: str, base: type) -> type:
+    """The class at a dotted ``class_path`` the user gave (a recipe, the command line), checked
+    to subclass ``base``. Imports its module.
+
+    Raises:
+        ValueError: it cannot be imported or is not a subclass of ``base``.
+    """
+    module_name, _, class_name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"class_path {class_path!r} cannot be imported: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"class_path {class_path!r} is not a {base.__module__}.{base.__qualname__}")
+    return cls
+
+
+def full_name(cls: type) -> str:
+    """``module.QualifiedName`` of a class: the full path untrusted class paths are compared with."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _known(registry: Mapping[str, object]) -> Iterator[type]:
+    """The registered classes and their subclasses (deprecated aliases among them)."""
+    for cls in registry.values():
+        if isinstance(cls, type):
+            yield cls
+            yield from cls.__subclasses__()
+
+
+def stored_class(class_path: str, base: type, registry: Mapping[str, object], source: str) -> type:
+    """The class named by a file bertkit reads but the user did not write (a checkpoint's
+    hyper-parameters, a model directory's ``config.json``), without importing anything.
+
+    A stored name can only select: a registered class (by its registered name, its full path or
+    a former class path it lists in ``aliases``, as files of earlier releases name it), or a
+    ``base`` subclass in a module that is already imported (one the user's recipe, ``plugins:``
+    list, installed entry points or own code imported). A module is never imported because a
+    file names it, so a crafted checkpoint cannot run a ``.py`` file lying beside it.
+
+    Args:
+        class_path: the stored name.
+        base: the class it must subclass.
+        registry: the registered classes by name (``registered_tasks()``, ``register_encoders`` …).
+        source: the file and field, for errors.
+
+    Raises:
+        ValueError: anything else (the message names ``source`` and how to make the class known).
+    """
+    if class_path in registry:
+        return registry[class_path]  # type: ignore[return-value]
+    for cls in _known(registry):
+        if class_path == full_name(cls) or class_path in vars(cls).get("aliases", ()):
+            return cls
+    module_name, _, class_name = class_path.rpartition(".")
+    module = sys.modules.get(module_name) if module_name else None
+    cls = getattr(module, class_name, None) if module is not None else None
+    if not (isinstance(cls, type) and issubclass(cls, base) and full_name(cls) == class_path):
+        raise ValueError(
+            f"{source}: {class_path!r} is not a registered {base.__qualname__} nor one in a module already imported; "
+            "bertkit does not import code a checkpoint or model directory names. If you trust it, name its module "
+            "in the recipe's plugins: list (or import it before loading)"
+        )
+    return cls
 
 
 def describe() -> list[PluginInfo]:
@@ -262,6 +345,7 @@ def describe() -> list[PluginInfo]:
     by_hook = {
         spec: _collect(spec)
         for spec in (
+            "register_tasks",
             "register_heads",
             "register_encoders",
             "register_masking",

@@ -14,7 +14,7 @@ from bertkit_plugins.sequence_classification import SequenceClassificationHead
 from bertkit_plugins.token_tagging import TokenTaggingHead
 
 from bertkit import BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from tests.conftest import ROOT
 
 SENTENCES = [

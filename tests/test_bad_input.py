@@ -94,7 +94,7 @@ CASES = [
     Case(
         "head-typo-in-recipe",
         ["fit", "--config", "r.yaml"],
-        ["r.yaml: model.head.class_path", "known heads: MaskedLMHead, MultiTaskHead, PreTrainingHead"],
+        ["r.yaml: model.head.class_path", "known tasks: MaskedLMHead, MultiTaskHead, PreTrainingHead"],
         {"r.yaml": "model:\n  head:\n    class_path: SequenceClasificationHead\n"},
     ),
     Case(

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bertkit import BertConfig, BertTokenizer
-from bertkit.data.datamodule import BertDataModule, pad_batch
+from bertkit.data.collate import pad_batch
+from bertkit.data.datamodule import BertDataModule
 from bertkit.model.tokenizer import truncate_pair
 from bertkit.utils.io import text_lines
 from tests.conftest import DATA, need
@@ -160,18 +161,13 @@ def test_regression_labels_must_be_numbers(tmp_path):
         SequenceClassificationHead(problem_type="regression").read(path)
 
 
-class _Trainer:  # just what BertDataModule asks of a trainer
-    def __init__(self, head):
-        self.lightning_module = type("M", (), {"head": head})()
-
-
 def test_validation_split_is_seeded_and_reproducible(tmp_path):
     lines = "".join(f"text {i}\t{i % 2}\n" for i in range(50))
     (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + lines)
 
     def split(seed):
-        data = BertDataModule(data_dir=str(tmp_path), train_file="train.tsv", validation_split=0.2, seed=seed)
-        data.trainer = _Trainer(SequenceClassificationHead())
+        task = SequenceClassificationHead()  # the data module needs its task alone: no model, no trainer
+        data = BertDataModule(task, data_dir=str(tmp_path), train_file="train.tsv", validation_split=0.2, seed=seed)
         data.setup("fit")
         return [e.text for e in data.examples["train"]], [e.text for e in data.examples["validation"]]
 

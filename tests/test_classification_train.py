@@ -14,7 +14,7 @@ import torch
 from bertkit_plugins.sequence_classification import SequenceClassificationHead
 
 from bertkit import BertDataModule, BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from tests.conftest import ROOT, fit_between_validations, run_bertkit
 
 MRPC = ROOT / "recipes" / "mrpc.yaml"
@@ -89,7 +89,7 @@ def test_mrpc_recipe_fit_test_predict_after_reload(tmp_path):
     ]  # fmt: skip
     run_bertkit("fit", *common, "--trainer.max_epochs=2", cwd=tmp_path)
     last = tmp_path / "runs/mrpc/checkpoints/last.ckpt"
-    stored = torch.load(last, weights_only=True)["hyper_parameters"]["head"]["init_args"]
+    stored = torch.load(last, weights_only=True)["hyper_parameters"]["task"]["init_args"]
     assert stored["labels"] == ["0", "1"]  # learned from train, kept in the checkpoint
     assert stored["text_pair_column"] == "#2 String"
 

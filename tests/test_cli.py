@@ -26,7 +26,7 @@ def test_fit_writes_weights_only_checkpoints(sample_run):
     ckpts = sorted((sample_run / "runs/ner/checkpoints").glob("*.ckpt"))
     assert {p.name for p in ckpts} >= {"last.ckpt"} and len(ckpts) == 2
     ckpt = torch.load(ckpts[0], weights_only=True)
-    assert ckpt["hyper_parameters"]["head"]["init_args"]["entity_types"] == ["PER", "LOC", "ORG", "MISC"]
+    assert ckpt["hyper_parameters"]["task"]["init_args"]["entity_types"] == ["PER", "LOC", "ORG", "MISC"]
     model = BertModule.load_from_checkpoint(ckpts[0], weights_only=True)
     assert torch.equal(model.head.classifier.weight, ckpt["state_dict"]["head.classifier.weight"])
     assert not list(sample_run.glob("runs/ner/checkpoints/.*.tmp"))

@@ -86,7 +86,7 @@ def test_word_tagger_with_its_own_padded_key(site, tmp_path):
 
     run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)
     ckpt = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)
-    assert ckpt["hyper_parameters"]["head"]["init_args"]["tags"] == ["COLOUR", "NUMBER", "O"]  # learned
+    assert ckpt["hyper_parameters"]["task"]["init_args"]["tags"] == ["COLOUR", "NUMBER", "O"]  # learned
     assert score(run_bertkit_fresh("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env).stdout,
                  "test/score") >= 0.95  # fmt: skip
     run_bertkit_fresh(

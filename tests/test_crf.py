@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 
 IOB2 = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 BIOES = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]

@@ -20,7 +20,7 @@ from bertkit_plugins.pretraining import TokenMasking
 from bertkit_plugins.token_tagging import TokenTaggingHead
 
 from bertkit import BertDataModule, BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from bertkit.model.families import encoder_families, encoder_family, family_of
 from tests.conftest import FAST, RECIPE, fit_between_validations, run_bertkit
 from tests.test_pretraining_data import corpus_file

@@ -86,7 +86,7 @@ def test_a_parquet_file_with_class_labels_feeds_sentence_classification(tmp_path
     train = run.datamodule.examples["train"]
     assert [e.text for e in train] == rows["sentence"]
     assert [e.label for e in train] == ["positive", "negative"] * 10
-    assert run.model.head.hparams.labels == ["negative", "positive"]
+    assert run.model.task.hparams.labels == ["negative", "positive"]
 
 
 def test_squad_rows_in_json_lines_keep_their_answers(tmp_path):

@@ -19,7 +19,7 @@ def tiny(minilm_dir) -> BertModule:
 
 def test_fresh_preset_encoder(tiny):
     assert tiny.encoder.config.num_hidden_layers == 2 and tiny.encoder.config.vocab_size == tiny.tokenizer.vocab_size
-    assert tiny.hparams["head"] == {
+    assert tiny.hparams["task"] == {
         "class_path": "bertkit_plugins.token_tagging.head.TokenTaggingHead",
         "init_args": dict(TokenTaggingHead(["PER"]).hparams),
     }
@@ -61,7 +61,7 @@ def test_bad_settings_are_named(minilm_dir):
 def test_training_step_reduces_loss_on_a_batch(tiny):
     from bertkit_plugins.token_tagging.conll import Sentence
 
-    from bertkit.data.datamodule import pad_batch
+    from bertkit.data.collate import pad_batch
 
     pl.seed_everything(0)
     sentences = [Sentence(["Marta", "met", "Tomas"], ["B-PER", "O", "B-PER"], "mem:1", [1, 2, 3])] * 4
@@ -82,7 +82,7 @@ def test_every_head_gives_the_same_outputs_unpadded_and_padded(minilm_dir):
     from bertkit_plugins.question_answering import QuestionAnsweringHead
     from bertkit_plugins.sequence_classification import SequenceClassificationHead
 
-    from bertkit.data.datamodule import pad_batch
+    from bertkit.data.collate import pad_batch
 
     vocab = str(minilm_dir / "vocab.txt")
     heads = {
@@ -120,7 +120,7 @@ def test_compiled_blocks_give_the_same_outputs_and_keys(minilm_dir):
     keys unchanged, outputs equal to eager on the CPU."""
     from bertkit_plugins.token_tagging.conll import Sentence
 
-    from bertkit.data.datamodule import pad_batch
+    from bertkit.data.collate import pad_batch
 
     vocab = str(minilm_dir / "vocab.txt")
     sentences = [Sentence(["Ana", "met", "Bo"], ["B-PER", "O", "B-PER"], "m:1", [1] * 3),

@@ -154,9 +154,9 @@ def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tm
     assert {r["label"] for r in colour_records} <= {"animal", "both", "colour"}
     assert all("entities" in r for r in formatted if r["task"] == "ner")
 
-    stored = model.hparams["head"]["init_args"]  # every head's spec
+    stored = model.hparams["task"]["init_args"]  # every head's spec
     assert stored["heads"]["colours"]["init_args"]["labels"] == ["animal", "both", "colour"]
-    rebuilt = BertModule(model.hparams["head"])
+    rebuilt = BertModule(model.hparams["task"])
     assert rebuilt.head.heads["colours"].hparams.labels == ["animal", "both", "colour"]
     rebuilt.load_state_dict(model.state_dict())
     with torch.no_grad():

@@ -103,4 +103,9 @@ def test_each_request_to_a_predictor_is_a_document_of_its_own() -> None:
     )
     predictor = Predictor.from_model(model.eval(), max_length=32)
     first, second = predictor.examples(["Anna met Tom .", "They left ."]), predictor.examples(["Oslo is cold ."])
-    assert first[0].document == first[1].document != second[0].document  # batched together, never context
+    alone = [predictor.predict_examples([group])[0] for group in (first, second)]
+    featurized = []
+    featurize = predictor.task.featurize
+    predictor.task.featurize = lambda examples, *a: featurized.append(examples) or featurize(examples, *a)
+    assert predictor.predict_examples([first, second]) == alone  # batched together, never each other's context
+    assert featurized == [first, second]

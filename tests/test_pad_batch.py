@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 
 FEATURES = [
     {"input_ids": [2, 7, 8, 3], "first_of": [1, 2], "labels": [0, 1, 0, 0], "example_index": 0},

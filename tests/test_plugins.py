@@ -98,7 +98,7 @@ def test_recipe_uses_third_party_head_by_short_name(site, tmp_path):
     import torch
 
     ckpt = torch.load(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
-    assert ckpt["hyper_parameters"]["head"]["class_path"] == "bertkit_demo_head.MLPTaggingHead"
+    assert ckpt["hyper_parameters"]["task"]["class_path"] == "bertkit_demo_head.MLPTaggingHead"
     assert "head.classifier.2.weight" in ckpt["state_dict"]
 
 

@@ -17,7 +17,7 @@ from bertkit_plugins.token_tagging.conll import Sentence
 from pytorch_lightning.plugins import MixedPrecision
 
 from bertkit import BertModule, compose
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from bertkit.utils.precision import native_bf16
 from tests.conftest import RECIPE, ROOT, run_bertkit
 from tests.test_classification_train import write_smoke_data

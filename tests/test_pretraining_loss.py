@@ -14,7 +14,7 @@ from bertkit_plugins.pretraining import MaskedLMHead, PreTrainingHead
 from bertkit_plugins.pretraining.loss import LogitsBuffer, linear_cross_entropy
 
 from bertkit import BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 
 
 def leaves(*shapes: tuple[int, ...], scale: float = 1.0) -> list[torch.Tensor]:

@@ -17,7 +17,7 @@ from bertkit_plugins.pretraining.prepare import prepare
 from bertkit_plugins.pretraining.shards import Shards
 
 from bertkit import BertDataModule, BertModule, compose
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from tests.conftest import FAST, ROOT, fit_between_validations, run_bertkit
 from tests.test_pretraining_data import corpus_file
 

@@ -15,7 +15,7 @@ from bertkit_plugins.question_answering.windows import doc_spans
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from bertkit.data.windows import max_context_window
 from bertkit.model.tokenizer import BertTokenizer
 from tests.conftest import DATA, need

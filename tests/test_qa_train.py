@@ -109,7 +109,7 @@ def test_padding_stays_out_of_the_span_softmax_unless_asked(minilm_dir) -> None:
     same window's loss grows."""
     import torch.nn.functional as F
 
-    from bertkit.data.datamodule import PAD_VALUES, pad_batch
+    from bertkit.data.collate import PAD_VALUES, pad_batch
 
     losses = {}
     for over_padding in (False, True):

@@ -28,7 +28,7 @@ from bertkit_plugins.sequence_classification import SequenceClassificationHead
 from bertkit_plugins.token_tagging import SpanHead, TokenTaggingHead
 
 from bertkit import BertDataModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from bertkit.inference.onnx import export_onnx
 from bertkit.inference.predictor import Predictor, save_serving_config
 from bertkit.training.callbacks import prediction_records
@@ -281,7 +281,7 @@ def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None
     assert status == 200 and len(vectors) == 1 and len(vectors[0]) == 128  # the tiny preset's width
     assert abs(sum(v * v for v in vectors[0]) - 1.0) < 1e-4
     status, info = _call(port, "/info", headers=KEY)
-    assert status == 200 and info["model"]["head"] == "TokenTaggingHead" and info["model"]["family"] == "bert"
+    assert status == 200 and info["model"]["task"] == "TokenTaggingHead" and info["model"]["family"] == "bert"
     bad = [
         (b"{not json", "/predict"),
         (b'{"inputs": "\xff\xfe"}', "/predict"),
@@ -424,11 +424,12 @@ def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
     context = "Peter Blackburn flew from Oslo to Paris on Tuesday ."
     with page_answered_by(predictor_answers(predictor)) as page:
         if kind == "qa":
-            page.wait_for_selector("#question", state="visible")
+            page.wait_for_selector("#field-question", state="visible")  # the task's record fields
+            assert page.text_content("#text-label") == "Context"
             page.fill("#text", context)
             page.click("#submit")
-            assert page.text_content("#error") == "Type a question about the context."
-            page.fill("#question", "Who flew?")
+            assert page.text_content("#error") == "Type the question."
+            page.fill("#field-question", "Who flew?")
             page.click("#submit")
             page.wait_for_selector(".answer mark")
             record = predictor.predict([{"question": "Who flew?", "context": context}])[0]

@@ -14,7 +14,7 @@ from bertkit_plugins.token_tagging import SpanHead
 from bertkit_plugins.token_tagging.span_metric import SpanF1, keep_best
 
 from bertkit import BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from bertkit.model.pretrained import load_tokenizer
 
 NESTED = {"tokens": ["the", "IL-9", "gene", "in", "U938", "T", "cells"], "entities": [

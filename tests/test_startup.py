@@ -82,7 +82,7 @@ def test_help_all_is_lightning_clis_full_help() -> None:
 def test_plugin_packages_export_their_classes_on_first_use() -> None:
     from bertkit_plugins import pretraining, token_tagging
 
-    from bertkit.tasks.head import Head
+    from bertkit.tasks.legacy import Head
 
     assert issubclass(token_tagging.TokenTaggingHead, Head)
     assert pretraining.NgramMasking.__module__ == "bertkit_plugins.pretraining.masking"

@@ -28,7 +28,7 @@ from bertkit_plugins.token_tagging.head import SAMPLE_FILES
 from torch import nn
 
 from bertkit import BertModule
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from tests.test_classification_train import toy_rows
 from tests.test_qa_train import toy_squad
 

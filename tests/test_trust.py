@@ -65,7 +65,7 @@ def test_a_new_run_keeps_an_earlier_runs_checkpoints(plateau):
 def _crafted(sample_run: Path, folder: Path, class_path: str) -> Path:
     """A real checkpoint whose stored head names ``class_path``, beside a module that would run."""
     state = torch.load(sample_run / "runs/ner/checkpoints/last.ckpt", weights_only=True)
-    state["hyper_parameters"]["head"]["class_path"] = class_path
+    state["hyper_parameters"]["task"]["class_path"] = class_path
     path = folder / "model.ckpt"
     torch.save(state, path)
     (folder / "bk_utils.py").write_text(PAYLOAD.format(marker=folder / "MARKER"))
@@ -88,7 +88,7 @@ def test_a_checkpoint_cannot_make_bertkit_import_a_file_beside_it(sample_run, tm
 
 def test_a_stored_full_path_must_be_the_registered_class(sample_run, tmp_path):
     path = _crafted(sample_run, tmp_path, "collections.OrderedDict")
-    with pytest.raises(ValueError, match="not a registered Head"):
+    with pytest.raises(ValueError, match="not a registered Task"):
         BertModule.load_from_checkpoint(path, weights_only=True)
     path = _crafted(sample_run, tmp_path, "bertkit_plugins.token_tagging.head.TokenTaggingHead")
     assert type(BertModule.load_from_checkpoint(path, weights_only=True).head).__name__ == "TokenTaggingHead"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bertkit.cli.guide import (
     LIGHTNING_COMMANDS,
-    check_head,
+    check_task,
     command_help,
     config_files,
     overview,
@@ -71,7 +71,7 @@ def print_plugins(args: list[str]) -> int:
 # jsonargparse's message for a value outside a Literal (also inside an Optional, or as a class_path's argument)
 PARSER_KEY = re.compile(r'Parser key "([^"]+)"')
 LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\]")
-GIVEN = re.compile(r"(?:Got|Given) value: (.*)$")
+GIVEN = re.compile(r"(?:Got|Given) value: (.*?)(?: - |$)")  # up to the next Union branch's error
 
 
 def one_line(message: str) -> str:
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if args[0] in LIGHTNING_COMMANDS:
             require_recipe(args[0], args[1:])
         load_modules(recipe_plugins(args))
-        check_head(args, entries("register_heads"))
+        check_task(args, [*entries("register_tasks"), *entries("register_heads")], entries("register_masking"))
         return run_lightning(args)
     except _user_errors() as err:
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):

@@ -1,6 +1,6 @@
 """What ``bertkit`` checks and says before LightningCLI builds its parser (which takes seconds and
 answers mistakes with pages of usage): the command overview of ``bertkit --help``, a missing
-recipe, and an unknown head name with the known ones and the closest match."""
+recipe, and an unknown class name in the recipe's task with the known ones and the closest match."""
 
 from __future__ import annotations
 
@@ -139,14 +139,15 @@ def read_recipe(name: str) -> dict[str, Any]:
 
 
 def require_recipe(command: str, args: list[str]) -> None:
-    """A Lightning command needs a recipe (or the head on the command line).
+    """A Lightning command needs a recipe (or the task on the command line).
 
     Raises:
-        ValueError: neither ``--config`` nor ``--model.head`` is given; the message lists the
+        ValueError: neither ``--config`` nor ``--model.task`` is given; the message lists the
             recipes under ``./recipes``.
     """
     if any(
-        a in ("-h", "--help", "--help-all", "-c") or a.startswith(("--config", "--model.head", "--print_config"))
+        a in ("-h", "--help", "--help-all", "-c")
+        or a.startswith(("--config", "--model.task", "--model.head", "--print_config"))
         for a in args
     ):
         return
@@ -155,63 +156,81 @@ def require_recipe(command: str, args: list[str]) -> None:
     raise ValueError(f"no recipe given for `bertkit {command}`; pass --config RECIPE, e.g. recipes/ner.yaml{hint}")
 
 
-def _head_names(args: list[str]) -> list[tuple[str, str]]:
-    """``(head name, where it was given)`` from the command line and the recipes, last one wins."""
+TASK_KEYS = ("task", "head")  # model.head: release 0.1's name of model.task
+
+
+def _class_paths(spec: Any, where: str) -> list[tuple[str, str]]:
+    """``(class path, where)`` of a spec and of every spec nested in its ``init_args`` (the named
+    tasks of a multi-task task, a masking strategy …)."""
+    if isinstance(spec, str):
+        return [(spec, where)]
+    if not isinstance(spec, dict) or not isinstance(spec.get("class_path"), str):
+        return []
+    found = [(spec["class_path"], f"{where}.class_path")]
+    args = spec.get("init_args")
+    for key, value in args.items() if isinstance(args, dict) else []:
+        if isinstance(value, dict) and "class_path" in value:
+            found += _class_paths(value, f"{where}.init_args.{key}")
+        elif isinstance(value, dict):  # named specs (tasks by name)
+            found += [p for name, v in value.items() for p in _class_paths(v, f"{where}.init_args.{key}.{name}")]
+    return found
+
+
+def _task_names(args: list[str]) -> list[tuple[str, str]]:
+    """``(class name, where it was given)`` of the recipes' and the command line's task and the
+    classes nested in it; the last task given wins."""
     given: list[tuple[str, str]] = []
     for name in config_files(args):
-        head = (read_recipe(name).get("model") or {}).get("head")
-        value = head.get("class_path") if isinstance(head, dict) else head
-        if isinstance(value, str):
-            given.append((value, f"{name}: model.head.class_path"))
+        model = read_recipe(name).get("model") or {}
+        for key in TASK_KEYS:
+            if model.get(key) is not None:
+                given = _class_paths(model[key], f"{name}: model.{key}")
     for i, arg in enumerate(args):
         key, eq, value = arg.partition("=")
-        if key in ("--model.head", "--model.head.class_path"):
+        if key in ("--model.task", "--model.task.class_path", "--model.head", "--model.head.class_path"):
             if not eq and i + 1 < len(args):
                 value = args[i + 1]
             if value and not value.lstrip().startswith(("{", "class_path")):
-                given.append((value, key))
-    return given[-1:]
-
-
-def _task_head_names(args: list[str]) -> list[tuple[str, str]]:
-    """``(head name, where)`` of each task head of a ``MultiTaskHead`` in the recipes."""
-    given: list[tuple[str, str]] = []
-    for name in config_files(args):
-        head = (read_recipe(name).get("model") or {}).get("head")
-        tasks = ((head.get("init_args") or {}).get("heads") if isinstance(head, dict) else None) or {}
-        for task, spec in tasks.items() if isinstance(tasks, dict) else []:
-            value = spec.get("class_path") if isinstance(spec, dict) else spec
-            if isinstance(value, str):
-                given.append((value, f"{name}: model.head.init_args.heads.{task}.class_path"))
+                given = [(value, key)]
     return given
 
 
-def check_head(args: list[str], heads: Iterable[str]) -> str | None:
-    """The head a run names is a registered head (``heads``: the registered names) or an
-    importable ``Head`` subclass.
+def check_task(args: list[str], tasks: Iterable[str], others: Iterable[str] = ()) -> str | None:
+    """The task a run names (its ``class_path``) is a registered task (``tasks``: the registered
+    names) or an importable ``Task`` subclass, and every class named inside it (the named tasks
+    of a multi-task task, a masking strategy) a registered task or one of ``others`` (masking
+    strategies …) or an importable class.
 
     Returns:
-        Its name as given (None when neither the recipes nor the command line name one).
+        The task's class name as given (None when neither the recipes nor the command line name one).
 
     Raises:
-        ValueError: it is neither; the message names where it was given, the closest registered
+        ValueError: one is not; the message names where it was given, the closest registered
             name and all registered names.
     """
-    heads = set(heads)
-    for name, where in _head_names(args) + _task_head_names(args):
-        if name in heads:
+    tasks, others = set(tasks), set(others)
+    given = _task_names(args)
+    for depth, (name, where) in enumerate(given):
+        known = tasks if depth == 0 else tasks | others
+        if name in known:
             continue
         if "." in name:
-            from bertkit.tasks.head import Head, import_class
+            from bertkit.plugins import import_class
 
             try:
-                import_class(name, Head)
+                if depth == 0:
+                    from bertkit.tasks.task import Task
+
+                    import_class(name, Task)
+                else:
+                    import_class(name, object)
                 continue
             except ValueError as err:
                 reason = str(err)
         else:
-            reason = f"unknown head {name!r}"
-        close = difflib.get_close_matches(name.rpartition(".")[2], list(heads), n=1)
+            reason = f"unknown {'task' if depth == 0 else 'class'} {name!r}"
+        close = difflib.get_close_matches(name.rpartition(".")[2], list(known), n=1)
         suggestion = f" (did you mean {close[0]}?)" if close else ""
-        raise ValueError(f"{where}: {reason}{suggestion}; known heads: {', '.join(sorted(heads))}")
-    return next((name for name, _ in _head_names(args)), None)
+        kind = "tasks" if depth == 0 else "tasks and strategies"
+        raise ValueError(f"{where}: {reason}{suggestion}; known {kind}: {', '.join(sorted(known))}")
+    return given[0][0] if given else None

@@ -22,6 +22,7 @@ from bertkit.training.checkpoints import (
     newest_last,
     recorded_best,
     refuse_changed_recipe,
+    stored_task,
 )
 from bertkit.training.module import BertModule
 from bertkit.training.progress import console_callbacks
@@ -68,6 +69,10 @@ class BertkitCLI(LightningCLI):
             BertDataModule(**{k: v for k, v in data.items() if k != "__path__"}).check_files(self.subcommand)
 
     def add_arguments_to_parser(self, parser: Any) -> None:
+        # The data module reads and featurizes with the model's task and tokenizer, and budgets
+        # tokens as the model's encoder runs (unpadded or not): linked once the model is built.
+        for target, source in (("task", "task"), ("tokenizer", "tokenizer"), ("unpadded", "hparams")):
+            parser.link_arguments("model", f"data.{target}", compute_fn=_part(source), apply_on="instantiate")
         parser.add_argument(
             "--plugins", type=list[str], default=[], help="Plugin modules to import before parsing (by dotted name)."
         )
@@ -81,25 +86,29 @@ class BertkitCLI(LightningCLI):
     @override
     def _parse_ckpt_path(self) -> None:
         """LightningCLI takes a ``--ckpt_path`` file's hyper-parameters as the model's settings:
-        check first (``check_checkpoint``) that it is a readable checkpoint of the recipe's head,
-        so that parsing them imports nothing a checkpoint names and never swaps the head. ``fit``
+        check first (``check_checkpoint``) that it is a readable checkpoint of the recipe's task,
+        so that parsing them imports nothing a checkpoint names and never swaps the task. ``fit``
         keeps the recipe's settings and compares them with the checkpoint's (``before_fit``);
         ``best``/``last`` are checked once resolved (``_resolve_ckpt_path``)."""
         subcommand = self.config.get("subcommand")
         path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if subcommand == "fit" or path in (None, "best", "last", "hpc", "registry"):
             return
-        head = self.config[subcommand].get("model", {}).get("head")
-        check_checkpoint(path, getattr(head, "class_path", None))
+        model = self.config[subcommand].get("model", {})
+        task = model.get("task") or model.get("head")  # head: release 0.1's name
+        _, key = stored_task(check_checkpoint(path, getattr(task, "class_path", None)))
         super()._parse_ckpt_path()
+        model = self.config[subcommand]["model"]
+        if model.get("task") is not None and model.get("head") is not None:  # the recipe's and the checkpoint's
+            model["task"], model["head"] = model[key], None  # the checkpoint's: it holds what the task learned
 
     def _resolve_ckpt_path(self, required: bool = True) -> None:
         """Turn ``best``/``last`` into a file (also from an earlier process) and check the file
-        (``check_checkpoint``); refuse to evaluate or predict without a checkpoint, as the task
-        head would be untrained (random).
+        (``check_checkpoint``); refuse to evaluate or predict without a checkpoint, as the
+        task's head would be untrained (random).
 
         Raises:
-            ValueError: no ``--ckpt_path`` (when ``required``), or a checkpoint of another head.
+            ValueError: no ``--ckpt_path`` (when ``required``), or a checkpoint of another task.
             FileNotFoundError: ``best``/``last`` and no such checkpoint in the checkpoint folder.
         """
         config = self.config_init[self.subcommand]
@@ -108,7 +117,7 @@ class BertkitCLI(LightningCLI):
             if not required:
                 return
             raise ValueError(
-                f"no --ckpt_path for `bertkit {self.subcommand}`: the {type(self.model.head).__name__}'s layers would be "
+                f"no --ckpt_path for `bertkit {self.subcommand}`: the {type(self.model.task).__name__}'s head would be "
                 "untrained (random). Pass --ckpt_path best, last or a .ckpt file from `bertkit fit` with this recipe."
             )
         checkpoint = self.trainer.checkpoint_callback
@@ -123,7 +132,7 @@ class BertkitCLI(LightningCLI):
         elif self.subcommand != "fit":
             return  # a file given for validate/test/predict: checked in _parse_ckpt_path
         if config["ckpt_path"] not in ("best", "last", "hpc", "registry"):
-            stored = check_checkpoint(config["ckpt_path"], self.model.head.spec()["class_path"])
+            stored = check_checkpoint(config["ckpt_path"], self.model.task.spec()["class_path"])
             if self.subcommand == "fit":
                 refuse_changed_recipe(config["ckpt_path"], stored, self.model, self.datamodule)
 
@@ -147,7 +156,6 @@ class BertkitCLI(LightningCLI):
     def predict(self, model: BertModule, datamodule: BertDataModule, ckpt_path: str | None = None, **_: Any) -> None:
         """``trainer.predict`` over the predict file part by part (``data.predict_chunk_size``
         examples each; ``PredictionWriter`` appends each part's records), the checkpoint loaded once."""
-        datamodule.attach(model)
         for index, _ in datamodule.predict_in_parts():
             self.trainer.predict(
                 model, datamodule=datamodule, ckpt_path=None if index else ckpt_path, return_predictions=False
@@ -200,6 +208,14 @@ class Interrupted(Exception):
             lines.append(f"  resume: bertkit {resume} --ckpt_path last")
         super().__init__("\n".join(lines))
         self.code = code
+
+
+def _part(name: str) -> Any:
+    """What the data module takes from the built model: its task, its tokenizer, or (``hparams``)
+    whether its encoder runs unpadded."""
+    if name == "hparams":
+        return lambda model: bool(model.hparams.unpad)
+    return lambda model: getattr(model, name)
 
 
 def cli_kwargs() -> dict[str, Any]:

@@ -34,7 +34,7 @@ class Composed:
 
         Args:
             path: the file.
-            task: with ``data.tasks``, the task whose head reads and predicts the file (the
+            task: with ``data.tasks``, the named task that reads and predicts the file (the
                 other tasks' ``predict_file`` settings are cleared).
 
         Raises:
@@ -84,6 +84,5 @@ def compose(*configs: str | Path, overrides: dict[str, Any] | None = None) -> Co
     load_modules(recipe_plugins(args))
     import_classes()
     quiet()
-    cli = BertkitCLI(args=args, run=False, **cli_kwargs())
-    cli.datamodule.attach(cli.model)  # datamodule.setup() works before any trainer call
+    cli = BertkitCLI(args=args, run=False, **cli_kwargs())  # the data module has the model's task and tokenizer
     return Composed(cli.model, cli.datamodule, cli.trainer, cli.config.as_dict())

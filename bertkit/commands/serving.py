@@ -157,7 +157,7 @@ class _ModelAPI(ls.LitAPI):
 
 
 class PredictAPI(_ModelAPI):
-    """``POST /predict``: the head's records."""
+    """``POST /predict``: the task's records (each request's examples featurized on their own)."""
 
     route = "/predict"
 
@@ -165,8 +165,7 @@ class PredictAPI(_ModelAPI):
         return self.predictor.examples(request_inputs(request))
 
     def run(self, requests: list[list[Any]]) -> list[list[dict[str, Any]]]:
-        records = iter(self.predictor.predict_examples([e for examples in requests for e in examples]))
-        return [[next(records) for _ in examples] for examples in requests]
+        return self.predictor.predict_examples(requests)
 
 
 class EmbedAPI(_ModelAPI):

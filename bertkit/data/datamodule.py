@@ -1,9 +1,10 @@
-"""``BertDataModule``: files -> head-owned features -> dynamically padded, length-grouped batches.
+"""``BertDataModule``: files -> a task's features -> dynamically padded, length-grouped batches.
 
-The data module is generic; the model's head reads the files and builds the features, so one
-data module serves every task. ``setup`` reads the examples (and lets the head ``prepare`` on the
-training examples); features are built when a loader is first asked for, after a checkpoint has
-restored what the head learned, and kept in memory.
+The data module is generic: its ``Task`` reads the files and builds the features with a
+tokenizer, so one data module serves every task, and it needs no model: give it a task and a
+tokenizer and it reads, featurizes and batches on its own. ``setup`` reads the examples (and lets
+the task ``learn`` from the training examples); features are built when a loader is first asked
+for, after a checkpoint has restored what the task learned, and kept in memory.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
+from bertkit.data.collate import pad_batch
 from bertkit.data.hf_datasets import HFSplits, load_splits
 from bertkit.data.samplers import (
     EpochRandomSampler,
@@ -29,8 +31,8 @@ from bertkit.data.samplers import (
     TaskMixingBatchSampler,
     TokenBudgetBatchSampler,
 )
-from bertkit.tasks.head import Batch, Feature, Head
-from bertkit.tasks.multitask import TaskData
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample
 from bertkit.utils.choices import check
 from bertkit.utils.io import text_lines
 
@@ -38,56 +40,39 @@ log = logging.getLogger(__name__)
 
 DATA_ENV = "BERTKIT_DATA_DIR"
 PredictFormat = Literal["auto", "text", "native"]
-# Padding values of the list keys the core knows (input_ids pads with the tokenizer's pad id);
-# -100 is ignored by cross-entropy, -1 is no word. Any other list key is padded with the value
-# its head declares in ``Head.pad_values``.
-PAD_VALUES = {"token_type_ids": 0, "labels": -100, "word_index": -1}
 
 
-def pad_batch(features: list[Feature], pad_token_id: int = 0, pad_values: Mapping[str, int] | None = None) -> Batch:
-    """Collate features: pad list-valued keys to their longest in the batch, stack numbers, keep
-    other values (such as the example a feature came from) as a list.
+@dataclass
+class TaskData:
+    """One task's data: where its split files are, as ``BertDataModule``'s arguments of the same
+    names say (``hf_dataset``, else ``data_dir``, else ``$BERTKIT_DATA_DIR/<dataset>``, else the
+    task's bundled sample). A split file left out means the task has no such split (no
+    validation, no test …)."""
 
-    Adds ``attention_mask`` (B, T), 1 for real tokens. A list key becomes a (B, longest) tensor
-    padded with ``pad_token_id`` for ``input_ids``, ``PAD_VALUES`` for the core's keys and
-    ``pad_values`` (the head's ``Head.pad_values``) for any other (lists of equal length, such as
-    multi-hot labels, are padded by nothing).
-
-    Raises:
-        ValueError: a list key that is neither the core's nor in ``pad_values`` (padding with a
-            guessed value could claim a real index, such as word 0).
-    """
-    T = max(len(f["input_ids"]) for f in features)
-    values = {**PAD_VALUES, "input_ids": pad_token_id, **(pad_values or {})}
-    batch: Batch = {}
-    for key, first in features[0].items():
-        if isinstance(first, list):
-            if key not in values:
-                raise ValueError(
-                    f"feature key {key!r} holds lists but has no padding value: declare it in the head's "
-                    f"pad_values (e.g. pad_values = {{{key!r}: -1}}); the core pads only {', '.join(sorted(PAD_VALUES))}"
-                )
-            pad = values[key]
-            n = max(len(f[key]) for f in features)
-            batch[key] = torch.tensor([f[key] + [pad] * (n - len(f[key])) for f in features])
-        elif isinstance(first, (bool, int, float)):
-            batch[key] = torch.tensor([f[key] for f in features])
-        else:  # any other object (an example a head post-processes with) stays a plain list
-            batch[key] = [f[key] for f in features]
-    batch["attention_mask"] = torch.tensor(
-        [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in features]
-    )
-    return batch
+    data_dir: str | None = None
+    dataset: str | None = None
+    hf_dataset: str | None = None
+    hf_config: str | None = None
+    train_file: str | None = None
+    validation_file: str | None = None
+    test_file: str | None = None
+    predict_file: str | None = None
 
 
 class BertDataModule(pl.LightningDataModule):
-    """Data for any head: split files in a data directory, featurized by the model's head.
+    """Data for any task: split files in a data directory, read and featurized by a ``Task``.
 
     Split files are read from, in order: ``data_dir``; ``$BERTKIT_DATA_DIR/<dataset>``; else the
-    small sample the head's plugin ships (``Head.sample_files``; its test split also serves
+    small sample the task's plugin ships (``Task.sample_files``; its test split also serves
     ``predict``), with a message saying how to use the real data.
 
     Args:
+        task: the task that reads and featurizes the files. ``bertkit fit`` and ``compose`` give
+            the model's (``model.task``); None takes the task of the ``BertModule`` a trainer runs
+            with this data module (``trainer.fit(model, datamodule)``).
+        tokenizer: the tokenizer features are made with; None: the model's, as for ``task``.
+        unpadded: whether the encoder runs on the real tokens only (``model.unpad``; linked from
+            the model by ``bertkit fit``): ``max_tokens`` then counts real tokens, else padded ones.
         data_dir: directory holding the split files.
         dataset: the data set's path under ``$BERTKIT_DATA_DIR`` (e.g. ``ner/conll2003``).
         hf_dataset: read the splits with Hugging Face ``datasets`` instead (the ``datasets``
@@ -101,7 +86,7 @@ class BertDataModule(pl.LightningDataModule):
         validation_file: validation split; None to skip validation (or see ``validation_split``).
         test_file: test split.
         predict_file: file to predict on.
-        predict_format: ``auto`` (``.txt`` = plain text, one example per line; else the head's
+        predict_format: ``auto`` (``.txt`` = plain text, one example per line; else the task's
             format), ``text``, or ``native``.
         validation_split: without a ``validation_file``, hold out this fraction of the training
             examples as the validation split: a random subset drawn with ``seed``, so the same
@@ -121,9 +106,9 @@ class BertDataModule(pl.LightningDataModule):
             made no difference. Eval batches are always sorted by length.
         num_workers: DataLoader worker processes.
         seed: seed of the training order and of ``validation_split``.
-        tasks: multi-task data, for a ``MultiTaskHead`` with the same task names: each task's
-            ``data_dir``/``dataset`` and split files (``bertkit.tasks.multitask.TaskData``), read by
-            that task's head; the top-level files are then unused. Each batch holds one task's
+        tasks: multi-task data, for a task with the same named ``Task.tasks``: each one's
+            ``data_dir``/``dataset`` and split files (``TaskData``), read by that named task;
+            the top-level files are then unused. Each batch holds one task's
             features; ``validation_split`` and ``max_tokens`` are not available with tasks.
         predict_chunk_size: examples per ``bertkit predict`` pass: features are built, predicted
             and written this many examples at a time (a plain text file is also read that many
@@ -137,6 +122,9 @@ class BertDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
+        task: Task | None = None,
+        tokenizer: BertTokenizer | None = None,
+        unpadded: bool = True,
         data_dir: str | None = None,
         dataset: str | None = None,
         hf_dataset: str | None = None,
@@ -182,32 +170,45 @@ class BertDataModule(pl.LightningDataModule):
                 raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
             if not task_temperature >= 1.0:
                 raise ValueError(f"data.task_temperature={task_temperature}: expected T >= 1 (1 = proportional)")
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["task", "tokenizer", "unpadded"])
+        self.task, self.tokenizer, self.unpadded = task, tokenizer, unpadded
         # Plain values only in hyper-parameters (checkpoints load with weights_only=True).
         self.hparams["tasks"] = {n: asdict(t) if isinstance(t, TaskData) else dict(t) for n, t in (tasks or {}).items()}
         self._sources: dict[str | None, Path | dict[str, Path] | HFSplits] = {}
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
-        self._attached: Any = None
         self.predict_part: tuple[int, bool] | None = None
         """(index, whether it is the last) of the predict part now held; None: not predicting in parts."""
 
     def attach(self, model: Any) -> None:
-        """Read and featurize with ``model``'s head and tokenizer outside a trainer call, e.g.
-        ``run.datamodule.setup("fit")`` in a notebook (``bertkit.compose`` attaches its model)."""
-        self._attached = model
+        """Read and featurize with ``model``'s task and tokenizer (and its ``unpad`` setting), as
+        ``bertkit fit`` links them: ``datamodule.attach(model)`` before ``datamodule.setup`` in a
+        notebook."""
+        self.task, self.tokenizer, self.unpadded = model.task, model.tokenizer, bool(model.hparams.unpad)
 
-    def _module(self) -> Any:
-        if self.trainer is not None and self.trainer.lightning_module is not None:
-            return self.trainer.lightning_module
-        if self._attached is None:
+    def _model_part(self, name: str) -> Any:
+        """``self.task`` or ``self.tokenizer``, else that of the ``BertModule`` the trainer runs.
+
+        Raises:
+            RuntimeError: neither is there.
+        """
+        value = getattr(self, name)
+        if value is None and self.trainer is not None and self.trainer.lightning_module is not None:
+            value = getattr(self.trainer.lightning_module, name)
+        if value is None:
             raise RuntimeError(
-                "BertDataModule has no BertModule: call datamodule.attach(model) or trainer.fit(model, datamodule)"
+                f"BertDataModule has no {name}: give BertDataModule({name}=…), call datamodule.attach(model), or run "
+                "it with a model (trainer.fit(model, datamodule))"
             )
-        return self._attached
+        return value
+
+    def _task(self, name: str | None = None) -> Task:
+        """The task, or its named task ``name`` (``data.tasks``)."""
+        task = self._model_part("task")
+        return task if name is None else task.tasks[name]
 
     def data_source(self, task: str | None = None) -> Path | dict[str, Path] | HFSplits:
-        """The data directory, or the head's sample files by split (see the class docstring), of
+        """The data directory, or the task's sample files by split (see the class docstring), of
         the single task or of ``task`` in ``data.tasks``."""
         if task not in self._sources:
             self._sources[task] = self._find_source(task)
@@ -231,8 +232,7 @@ class BertDataModule(pl.LightningDataModule):
         root = os.environ.get(DATA_ENV)
         if root and files["dataset"]:
             return Path(root).expanduser() / files["dataset"]
-        head = self._module().head
-        sample = (head if task is None else head.heads[task]).sample_files()
+        sample = self._task(task).sample_files()
         if sample is None:
             wanted = [files[f"{split}_file"] for split in ("train", "validation", "test") if files[f"{split}_file"]]
             where = (
@@ -242,7 +242,7 @@ class BertDataModule(pl.LightningDataModule):
             )
             raise ValueError(
                 f"no data: set {field}.data_dir DIR (a folder holding {', '.join(wanted) or 'the split files'}) or "
-                f"{where}; {type(head if task is None else head.heads[task]).__name__} has no bundled sample for these "
+                f"{where}; {type(self._task(task)).__name__} has no bundled sample for these "
                 "settings"
             )
         dataset = files["dataset"]
@@ -277,7 +277,7 @@ class BertDataModule(pl.LightningDataModule):
             )
         else:
             path = source["test" if split == "predict" else split]
-        if not path.exists():  # a file, or a folder for heads that read folders (a corpus, shards)
+        if not path.exists():  # a file, or a folder for tasks that read folders (a corpus, shards)
             raise FileNotFoundError(f"{path}: {self._field(task)}.{split}_file not found")
         return path
 
@@ -286,7 +286,7 @@ class BertDataModule(pl.LightningDataModule):
         the training file) exists where a data directory (``data_dir``, or
         ``$BERTKIT_DATA_DIR/<dataset>``) says it is: a wrong folder is named at once. Other files
         are checked in the order they are read (a malformed training file is reported before a
-        missing validation file); the head's sample and ``hf_dataset`` are checked when read.
+        missing validation file); the task's sample and ``hf_dataset`` are checked when read.
 
         Raises:
             FileNotFoundError: a split file is missing (named as ``_path`` names it).
@@ -316,14 +316,13 @@ class BertDataModule(pl.LightningDataModule):
         return [e for task, name in named for e in self._read_file(split, name, task)]
 
     def _read_file(self, split: str, name: str, task: str | None) -> list[Any]:
-        head, path = self._module().head, self._path(split, name, task)
-        fmt = self.hparams.predict_format
-        as_text = split == "predict" and (fmt == "text" or (fmt == "auto" and path.suffix == ".txt"))
-        labelled = split != "predict"
-        if task is not None:
-            examples = head.read_task(task, path, labelled, as_text)
+        reader, path = self._task(task), self._path(split, name, task)
+        if split == "predict" and self._as_text(path):
+            examples = reader.read_text_lines(path, text_lines(path))
         else:
-            examples = head.read_text(path) if as_text else head.read(path, labelled=labelled)
+            examples = reader.read(path, labelled=split != "predict")
+        if task is not None:
+            examples = [TaskExample(task, e) for e in examples]
         if not examples:
             raise ValueError(
                 f"{path}: no examples in {self._field(task)}.{split}_file (is it empty, or in another format?)"
@@ -331,14 +330,16 @@ class BertDataModule(pl.LightningDataModule):
         log.info("%s: %d examples from %s", split, len(examples), path)
         return examples
 
+    def _as_text(self, path: Path) -> bool:
+        """Whether a predict file is read as plain text (``predict_format``)."""
+        fmt = self.hparams.predict_format
+        return fmt == "text" or (fmt == "auto" and path.suffix == ".txt")
+
     def _load_train(self) -> None:
-        """Read train, let the head ``prepare`` on all of it, then hold out ``validation_split``."""
+        """Read train, let the task ``learn`` from all of it, then hold out ``validation_split``."""
         hp = self.hparams
         examples = self._read("train")
-        module = self._module()
-        module.head.prepare(examples)
-        if self.trainer is None:  # attached (a notebook): build a head that just learned its settings
-            module.configure_model()
+        self._task().learn(examples)
         if not self._held_out():
             self.examples["train"] = examples
             return
@@ -383,7 +384,7 @@ class BertDataModule(pl.LightningDataModule):
     def predict_in_parts(self) -> Iterator[tuple[int, bool]]:
         """Hold the predict examples one part of ``predict_chunk_size`` at a time (yields the
         part's index and whether it is the last); features are built for the part held. A plain
-        text file is read part by part too (``Head.read_text_lines``), so memory does not grow with
+        text file is read part by part too (``Task.read_text_lines``), so memory does not grow with
         it; other files are read whole, then split.
 
         Raises:
@@ -403,14 +404,11 @@ class BertDataModule(pl.LightningDataModule):
         self.predict_part = None
 
     def _predict_parts(self) -> Iterator[list[Any]]:
-        hp, head = self.hparams, self._module().head
+        hp, task = self.hparams, self._task()
         size = hp.predict_chunk_size
-        streamable = (
-            not hp.tasks and hp.predict_file is not None and type(head).read_text is Head.read_text and size > 0
-        )
+        streamable = not hp.tasks and hp.predict_file is not None and size > 0
         path = self._path("predict", hp.predict_file) if streamable else None
-        fmt = hp.predict_format
-        if path is None or not (fmt == "text" or (fmt == "auto" and path.suffix == ".txt")):
+        if path is None or not self._as_text(path):
             examples = self._read("predict")
             step = size or len(examples)
             yield from (examples[i : i + step] for i in range(0, len(examples), step))
@@ -419,9 +417,9 @@ class BertDataModule(pl.LightningDataModule):
         for number, line in text_lines(path):
             lines.append((number, line))
             if len(lines) == size:
-                yield from filter(None, [head.read_text_lines(path, lines)])  # a part of blank lines has none
+                yield from filter(None, [task.read_text_lines(path, lines)])  # a part of blank lines has none
                 lines = []
-        yield from filter(None, [head.read_text_lines(path, lines)] if lines else [])
+        yield from filter(None, [task.read_text_lines(path, lines)] if lines else [])
 
     def forget(self, split: str) -> None:
         """Drop a split's examples and features, so the next ``setup`` reads its file again."""
@@ -430,23 +428,22 @@ class BertDataModule(pl.LightningDataModule):
 
     def _features(self, split: str) -> list[Feature]:
         if split not in self.features:
-            module = self._module()
-            self.features[split] = module.head.featurize(
-                self.examples[split], module.tokenizer, self.hparams.max_length
+            self.features[split] = self._task().featurize(
+                self.examples[split], self._model_part("tokenizer"), self.hparams.max_length
             )
             log.info("%s: %d features", split, len(self.features[split]))
         return self.features[split]
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         features = self._features(split)
-        pad_id = self._module().tokenizer.pad_token_id
+        pad_id = self._model_part("tokenizer").pad_token_id
         hp = self.hparams
-        # A lazy feature sequence (memory-mapped pre-training shards) gives its lengths without
-        # reading them, and learns whether it feeds training (fresh dynamic masks) or evaluation.
-        if hasattr(features, "training"):
-            features.training = train
-        lengths = getattr(features, "lengths", None)
-        if lengths is None:
+        # Lazy features (memory-mapped pre-training shards) give their lengths without reading
+        # them, and learn whether they feed training (fresh dynamic masks) or evaluation.
+        if isinstance(features, LazyFeatures):
+            features.for_training(train)
+            lengths = features.lengths
+        else:
             lengths = [len(f["input_ids"]) for f in features]
         tasks = [f["task"] for f in features] if hp.tasks else None
         if tasks and train:
@@ -473,7 +470,7 @@ class BertDataModule(pl.LightningDataModule):
             # The loader draws its workers' base seed from this generator, not from torch's global
             # one: dropout's random numbers stay where a checkpoint saved them (exact resume).
             generator=torch.Generator().manual_seed(hp.seed),
-            collate_fn=partial(pad_batch, pad_token_id=pad_id, pad_values=self._module().head.pad_values),
+            collate_fn=partial(pad_batch, pad_token_id=pad_id, pad_values=self._task().pad_values),
             num_workers=hp.num_workers,
             persistent_workers=hp.num_workers > 0,
             pin_memory=self.trainer is not None
@@ -487,7 +484,7 @@ class BertDataModule(pl.LightningDataModule):
 
     def _token_budget(self, lengths: Any) -> TokenBudgetBatchSampler:
         self._single_process("data.max_tokens")
-        padded = not self._module().hparams.unpad
+        padded = not self.unpadded
         return TokenBudgetBatchSampler(
             [int(n) for n in lengths], self.hparams.max_tokens, self.hparams.seed, padded, self.hparams.group_by_length
         )

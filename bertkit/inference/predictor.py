@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from bertkit.data.datamodule import pad_batch
+from bertkit.data.collate import pad_batch
 from bertkit.data.samplers import cut_by_tokens
 from bertkit.inference.embeddings import embed_texts
 from bertkit.inference.onnx import INPUTS as ONNX_INPUTS
@@ -24,7 +24,8 @@ from bertkit.model.prepacked import pack_linears, unpack_linears
 from bertkit.model.quantize import quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import read_state_dict, renamed
-from bertkit.tasks.head import Batch, Head, head_from_spec
+from bertkit.tasks.head import Head
+from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
 from bertkit.training.checkpoints import load_checkpoint
 from bertkit.training.module import BertModule
 from bertkit.utils.choices import Backend, Precision
@@ -40,21 +41,23 @@ ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
 MAX_TOKENS = 1024
 """``Predictor``'s default token budget per forward pass."""
 SERVING_FILE = "bertkit.json"
-"""Written by ``bertkit export`` beside ``config.json``: the head (``Head.spec()``) and the
+"""Written by ``bertkit export`` beside ``config.json``: the task (``Task.spec()``) and the
 ``max_length`` it was trained with, what serving an export needs besides its weights."""
 
 
 log = logging.getLogger(__name__)
-_CALLS = itertools.count()  # numbers the documents of ``Predictor.examples``
 
 
 class Predictor:
-    """A trained head with its readers, its tokenizer, the data settings it was trained with and
-    what computes its logits: a ``BertModule`` in evaluation mode (``from_model``,
+    """A trained task and head with the tokenizer, the data settings they were trained with and
+    what computes the head's outputs: a ``BertModule`` in evaluation mode (``from_model``,
     ``from_checkpoint``, ``from_export``) or onnxruntime on an exported graph (``from_export``).
+    It predicts the way ``bertkit predict`` does: ``Task.featurize``, ``pad_batch``, the model,
+    then ``predict_batch`` and ``Task.format_predictions``.
 
     Args:
-        head: the trained head (its readers, ``featurize``, ``predict``, ``format_predictions``).
+        task: the trained task (its readers, ``featurize``, ``predict``, ``format_predictions``).
+        head: its head (``decode``: a CRF's Viterbi path on the outputs).
         tokenizer: the model's tokenizer.
         forward: a padded batch -> the head's outputs (``logits`` …).
         description: what ``info`` answers (family, head, hidden size, backend).
@@ -72,6 +75,7 @@ class Predictor:
 
     def __init__(
         self,
+        task: Task,
         head: Head,
         tokenizer: BertTokenizer,
         forward: Callable[[Batch], dict[str, torch.Tensor]],
@@ -81,7 +85,8 @@ class Predictor:
         encoder: torch.nn.Module | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
-        self.head, self.tokenizer, self.forward, self.description = head, tokenizer, forward, description
+        self.task, self.head, self.tokenizer, self.forward = task, head, tokenizer, forward
+        self.description = description
         self.max_length, self.max_tokens, self.encoder, self.device = max_length, max_tokens, encoder, device
         self._packed = False  # the encoder's linear layers packed for oneDNN (``_pack``)
 
@@ -90,8 +95,11 @@ class Predictor:
         """A predictor of ``model`` (its head built), put in evaluation mode; its layers are left as
         they are (``from_checkpoint`` and ``from_export`` also pack them, ``bertkit.model.prepacked``)."""
         model.eval()
-        description = _description(model.family.name, model.head, model.encoder.config.hidden_size, "torch")
-        return cls(model.head, model.tokenizer, model, description, max_length, max_tokens, model.encoder, model.device)
+        description = _description(model.family.name, model.task, model.encoder.config.hidden_size, "torch")
+        return cls(
+            model.task, model.head, model.tokenizer, model, description, max_length, max_tokens, model.encoder,
+            model.device,
+        )  # fmt: skip
 
     @classmethod
     def load(
@@ -125,33 +133,38 @@ class Predictor:
     def from_export(
         cls, folder: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", backend: Backend = "torch"
     ) -> Predictor:
-        """Load a ``bertkit export`` folder: its head from ``bertkit.json`` (registered or
-        already-imported heads only), and either its weights into a ``BertModule`` (``torch``)
+        """Load a ``bertkit export`` folder: its task from ``bertkit.json`` (registered or
+        already-imported tasks only), and either its weights into a ``BertModule`` (``torch``)
         or its ONNX graph into onnxruntime (``onnx``, ``onnx-int8``; of the torch weights only the
         head's own are loaded, to decode the graph's logits, and ``embed`` is not available).
 
         Raises:
             FileNotFoundError: no ``bertkit.json`` (an export of the encoder alone, or not
                 written by ``bertkit export``) or no ONNX file for the backend.
-            ValueError: a head bertkit does not know, or one whose trained layer an export does not
+            ValueError: a task bertkit does not know, or one whose trained layer an export does not
                 hold (the encoder alone); ImportError: onnxruntime is missing.
         """
         folder = Path(folder)
         config = read_json(folder / SERVING_FILE, "not a `bertkit export` folder with a task head")
-        head = head_from_spec(config["head"], f"{folder / SERVING_FILE}: head")
+        key = "task" if "task" in config else "head"  # release 0.1 wrote the head
+        task = task_from_spec(config[key], f"{folder / SERVING_FILE}: {key}")
         max_length = int(config["max_length"])
         family = family_of(folder)
+        tokenizer = family.tokenizer_class.from_pretrained(folder)
         if backend == "torch":
-            model = BertModule(head, pretrained=str(folder)).to(device)  # builds the head
+            model = BertModule(task, pretrained=str(folder)).to(device)
+            if model.head is None:  # its learned settings are in the export's weights
+                model.build_head()
+            head = model.head
         else:  # the head decodes the graph's logits (a CRF reads its transition scores)
-            head.build(family.config_class.from_pretrained(folder))
+            head = task.build_head(family.config_class.from_pretrained(folder), tokenizer)
         _read_head_weights(head, folder, family)
         if backend == "torch":
             return cls.from_model(model, max_length, max_tokens)._pack()
         hidden_size = read_json(folder / "config.json", "no config.json")["hidden_size"]
         return cls(
-            head, family.tokenizer_class.from_pretrained(folder), OnnxLogits(folder / ONNX_FILES[backend], head, device),
-            _description(family.name, head, hidden_size, backend), max_length, max_tokens,
+            task, head, tokenizer, OnnxLogits(folder / ONNX_FILES[backend], head, device),
+            _description(family.name, task, hidden_size, backend), max_length, max_tokens,
         )  # fmt: skip
 
     def compile(self, **options: Any) -> Predictor:
@@ -248,37 +261,33 @@ class Predictor:
         return {**self.description, "max_length": self.max_length}
 
     def examples(self, inputs: list[Request]) -> list[Any]:
-        """The head's examples of ``inputs``, one each, in order. Examples that carry a
-        ``document`` (NER sentences, whose context comes from their document) get a number of
-        their own per call: the inputs of one request are one document, never another's context.
+        """The task's examples of ``inputs``, one each, in order: texts through
+        ``Task.read_text_lines`` (as lines of a file named ``inputs``), records through
+        ``Task.read`` (the task's native format).
 
         Raises:
-            ValueError: an input the head cannot read (the message names ``inputs[i]``), or a
-                mix of texts and records.
+            ValueError: an input the task cannot read (the message names ``inputs[i]`` or
+                ``inputs:i``), or a mix of texts and records.
         """
-        head = self.head
+        task = self.task
         if all(isinstance(x, str) for x in inputs):
             check_texts(inputs)
             for i, text in enumerate(inputs):
                 if "\n" in text or "\r" in text:
                     raise ValueError(f"inputs[{i}]: one line per input (the text has a line break)")
-            examples = head.read_text_lines(Path("inputs"), enumerate(inputs, 1))  # sources inputs:1 …
+            examples = task.read_text_lines(Path("inputs"), enumerate(inputs, 1))  # sources inputs:1 …
         elif all(isinstance(x, dict) for x in inputs):
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "inputs.jsonl"
                 path.write_text("".join(json.dumps(x) + "\n" for x in inputs), encoding="utf-8")
                 try:
-                    examples = [_renamed(e, str(path)) for e in head.read(path, labelled=False)]
+                    examples = [_renamed(e, str(path)) for e in task.read(path, labelled=False)]
                 except ValueError as err:
                     raise ValueError(str(err).replace(str(path), "inputs")) from None
         else:
             raise ValueError("inputs: all texts (strings) or all records (JSON objects), not a mix")
         if len(examples) != len(inputs):
-            raise ValueError(f"inputs: {type(head).__name__} read {len(examples)} examples from {len(inputs)} inputs")
-        document = next(_CALLS)
-        for example in examples:
-            if hasattr(example, "document"):
-                example.document = document
+            raise ValueError(f"inputs: {type(task).__name__} read {len(examples)} examples from {len(inputs)} inputs")
         return examples
 
     def predict(self, inputs: list[Request]) -> list[dict[str, Any]]:
@@ -288,21 +297,40 @@ class Predictor:
         Raises:
             ValueError: see ``examples``.
         """
-        return self.predict_examples(self.examples(inputs))
+        return self.predict_examples([self.examples(inputs)])[0]
 
     @torch.inference_mode()
-    def predict_examples(self, examples: list[Any]) -> list[dict[str, Any]]:
-        """``predict`` of the head's examples (from ``examples``)."""
-        head, tokenizer, device = self.head, self.tokenizer, self.device
-        features = list(head.featurize(examples, tokenizer, self.max_length))
+    def predict_examples(self, groups: list[list[Any]]) -> list[list[dict[str, Any]]]:
+        """The records of each group of the task's examples (from ``examples``). Each group is
+        featurized on its own, so no group is another's context (the requests ``bertkit serve``
+        runs together); their features are batched together, longest first, within
+        ``max_tokens``."""
+        task, tokenizer, device = self.task, self.tokenizer, self.device
+        features: list[dict[str, Any]] = []
+        starts = [0]
+        for examples in groups:  # example_index counts over all groups
+            offset = starts[-1]
+            features += [
+                {**f, "example_index": f["example_index"] + offset}
+                for f in task.featurize(examples, tokenizer, self.max_length)
+            ]
+            starts.append(offset + len(examples))
         lengths = [len(f["input_ids"]) for f in features]
         longest_first = sorted(range(len(features)), key=lambda i: -lengths[i])
-        records: list[dict[str, Any]] = []  # they name their example: format_predictions joins them
+        predictions: list[dict[str, Any]] = []  # they name their example: format_predictions joins them
         for rows in cut_by_tokens(longest_first, lengths, self.max_tokens, padded=True):
-            batch = pad_batch([features[i] for i in rows], tokenizer.pad_token_id, head.pad_values)
+            batch = pad_batch([features[i] for i in rows], tokenizer.pad_token_id, task.pad_values)
             batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            records += head.predict(self.forward(batch), batch)
-        return head.format_predictions(examples, records)
+            predictions += predict_batch(task, self.head, self.forward(batch), batch)
+        records = []
+        for examples, (start, end) in zip(groups, itertools.pairwise(starts), strict=True):
+            own = [
+                {**p, "example_index": p["example_index"] - start}
+                for p in predictions
+                if start <= p["example_index"] < end
+            ]
+            records.append(task.format_predictions(examples, own))
+        return records
 
     @torch.inference_mode()
     def embed(self, texts: list[str], normalize: bool = True) -> list[list[float]]:
@@ -396,12 +424,13 @@ class OnnxLogits:
         return dict(zip(self.outputs, (torch.from_numpy(a) for a in self.session.run(self.outputs, feed)), strict=True))
 
 
-def _description(family: str, head: Head, hidden_size: int, backend: Backend) -> dict[str, Any]:
-    settings = dict(head.hparams)
+def _description(family: str, task: Task, hidden_size: int, backend: Backend) -> dict[str, Any]:
+    settings = dict(task.hparams)
     return {
         "family": family,
-        "head": type(head).__name__,
-        "head_settings": settings,
+        "task": type(task).__name__,
+        "task_settings": settings,
+        "fields": list(task.request_fields),
         "hidden_size": hidden_size,
         "backend": backend,
     }
@@ -410,4 +439,4 @@ def _description(family: str, head: Head, hidden_size: int, backend: Backend) ->
 def save_serving_config(model: BertModule, directory: str | Path, max_length: int) -> None:
     """Write ``bertkit.json`` (``SERVING_FILE``) into an export ``directory`` (atomically)."""
     with atomic_path(Path(directory) / SERVING_FILE) as tmp:
-        tmp.write_text(json.dumps({"head": model.head.spec(), "max_length": max_length}, indent=2) + "\n", "utf-8")
+        tmp.write_text(json.dumps({"task": model.task.spec(), "max_length": max_length}, indent=2) + "\n", "utf-8")

@@ -26,8 +26,7 @@ from bertkit.model.bert import BertEncoder
 from bertkit.model.config import BertConfig, Preset
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import load_encoder_weights
-from bertkit.plugins import registered
-from bertkit.tasks.head import import_class, stored_class
+from bertkit.plugins import import_class, registered, stored_class
 from bertkit.utils.io import read_json
 
 
@@ -101,7 +100,7 @@ def encoder_family(name: str, field: str = "model.encoder", stored: bool = False
     """The family registered as ``name``, or the ``EncoderFamily`` subclass at a dotted class path
     (an unregistered one, as for heads); ``field`` names the setting in errors. A ``stored``
     name (read from a model directory, not given by the user) never imports a module
-    (``bertkit.tasks.head.stored_class``).
+    (``bertkit.plugins.stored_class``).
 
     Raises:
         ValueError: no family of that name (the message lists the registered ones), or a class

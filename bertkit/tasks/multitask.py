@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,34 +28,10 @@ from torch import nn
 from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Batch, Feature, Head, head_from_spec
+from bertkit.tasks.legacy import Batch, Feature, Head
+from bertkit.tasks.task import TaskExample, task_from_spec
 
 TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass
-class TaskData:
-    """One task's data: where its split files are, as ``BertDataModule``'s arguments of the same
-    names say (``hf_dataset``, else ``data_dir``, else ``$BERTKIT_DATA_DIR/<dataset>``, else the
-    head's bundled sample).
-    A split file left out means the task has no such split (no validation, no test …)."""
-
-    data_dir: str | None = None
-    dataset: str | None = None
-    hf_dataset: str | None = None
-    hf_config: str | None = None
-    train_file: str | None = None
-    validation_file: str | None = None
-    test_file: str | None = None
-    predict_file: str | None = None
-
-
-@dataclass(frozen=True)
-class TaskExample:
-    """An example of one task, as the data module holds it in a multi-task run."""
-
-    task: str
-    example: Any
 
 
 class MultiTaskHead(Head):
@@ -94,7 +69,7 @@ class MultiTaskHead(Head):
             raise ValueError(f"model.head.loss_weights={weights}: weights must be >= 0")
         self.save_hyperparameters(ignore=["heads"])
         self.hparams["loss_weights"] = {name: float(weights.get(name, 1.0)) for name in heads}
-        self.heads = nn.ModuleDict({n: head_from_spec(h) if isinstance(h, dict) else h for n, h in heads.items()})
+        self.heads = nn.ModuleDict({n: task_from_spec(h) if isinstance(h, dict) else h for n, h in heads.items()})
         pad: dict[str, int] = {}
         for name, head in self.heads.items():
             for key, value in head.pad_values.items():
@@ -106,6 +81,10 @@ class MultiTaskHead(Head):
         self._updated: set[tuple[str, str]] = set()  # (stage, task) with metric updates to compute
 
     # ----- what the core asks of every head -----
+    @property
+    def tasks(self) -> dict[str, Head]:
+        return dict(self.heads)
+
     @property
     def ready(self) -> bool:
         return all(head.ready for head in self.heads.values())
@@ -146,12 +125,6 @@ class MultiTaskHead(Head):
     # ----- data: each task's files are read by its own head -----
     def read(self, path: Path, labelled: bool = True) -> list[Any]:
         raise ValueError(f"{path}: MultiTaskHead reads each task's files with its head: give data.tasks")
-
-    def read_task(self, task: str, path: Path, labelled: bool, text: bool = False) -> list[TaskExample]:
-        """``task``'s examples from ``path``, by its head's ``read`` (``read_text`` if ``text``)."""
-        head = self.heads[task]
-        examples = head.read_text(path) if text else head.read(path, labelled=labelled)
-        return [TaskExample(task, e) for e in examples]
 
     def _positions(self, examples: list[TaskExample]) -> dict[str, list[int]]:
         """The positions of each task's examples in ``examples`` (tasks in the heads' order)."""

@@ -24,7 +24,7 @@ def prediction_records(pl_module: pl.LightningModule, datamodule: Any, batches: 
     """Per-example records from ``trainer.predict`` output (lists of per-feature predictions).
 
     Only examples that were predicted get a record (``trainer.limit_predict_batches`` stops
-    early), in the order of the input; the head's ``format_predictions`` sees just those.
+    early), in the order of the input; the task's ``format`` sees just those.
     """
     flat = [p for batch in batches for p in batch]
     examples = datamodule.examples["predict"]
@@ -33,13 +33,13 @@ def prediction_records(pl_module: pl.LightningModule, datamodule: Any, batches: 
         log.warning("predicted %d of %d examples (trainer.limit_predict_batches?)", len(kept), len(examples))
     position = {index: i for i, index in enumerate(kept)}
     flat = [{**p, "example_index": position[p["example_index"]]} for p in flat]
-    return pl_module.head.format_predictions([examples[i] for i in kept], flat)
+    return pl_module.task.format_predictions([examples[i] for i in kept], flat)
 
 
 class PredictionWriter(BasePredictionWriter):
     """Write one JSON record per predicted example when ``predict`` ends.
 
-    The head turns per-window outputs back into per-example records (for NER: words, tags and
+    The task turns per-window outputs back into per-example records (for NER: words, tags and
     entity spans with character offsets). ``bertkit predict`` predicts in parts
     (``data.predict_chunk_size``): each part's records are appended to ``<output_file>.partial``
     as it ends, and that file is renamed to ``output_file`` after the last part, so memory does

@@ -164,35 +164,48 @@ def load_checkpoint(path: str | Path, mmap: bool = False, map_location: Any = "c
     return state
 
 
-def check_checkpoint(path: str | Path, head: str | None) -> dict[str, Any]:
+def stored_task(checkpoint: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The task spec a checkpoint's hyper-parameters hold and its key (``task``; release 0.1
+    stored it as ``head``); (None, "task") when there is none."""
+    hparams = checkpoint.get("hyper_parameters") or {}
+    for key in ("task", "head"):
+        if isinstance(hparams.get(key), dict):
+            return hparams[key], key
+    return None, "task"
+
+
+def check_checkpoint(path: str | Path, task: str | None) -> dict[str, Any]:
     """Fail early, with the file's name, on a checkpoint that is missing, unreadable, names a
-    head bertkit does not know (``bertkit.tasks.head.stored_class``: nothing is imported for it) or
-    another head than the recipe's (compared by full class path).
+    task bertkit does not know (``bertkit.plugins.stored_class``: nothing is imported for it) or
+    another task than the recipe's (compared by full class path, a deprecated alias as the class
+    it stands for).
 
     Args:
         path: the file.
-        head: the recipe's head (registered name or dotted path), None when unknown.
+        task: the recipe's task (registered name or dotted path), None when unknown.
 
     Returns:
         The checkpoint, tensors memory-mapped.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: unreadable, an unknown stored head, or trained with another head.
+        ValueError: unreadable, an unknown stored task, or trained with another task.
     """
-    from bertkit.plugins import registered
-    from bertkit.tasks.head import Head, full_name, import_class, stored_class
+    from bertkit.plugins import full_name, import_class, registered_tasks, stored_class
+    from bertkit.tasks.task import Task, canonical
 
     state = load_checkpoint(path, mmap=True)
-    spec = (state.get("hyper_parameters") or {}).get("head")
-    if not isinstance(spec, dict):
+    spec, key = stored_task(state)
+    if spec is None:
         return state
-    heads = registered("register_heads")
-    trained = stored_class(str(spec.get("class_path")), Head, heads, f"{path}: hyper_parameters.head.class_path")
-    if head:
-        wanted = heads[head] if head in heads else import_class(head, Head)
+    tasks = registered_tasks()
+    trained = canonical(
+        stored_class(str(spec.get("class_path")), Task, tasks, f"{path}: hyper_parameters.{key}.class_path")
+    )
+    if task:
+        wanted = canonical(tasks[task] if task in tasks else import_class(task, Task))
         if full_name(trained) != full_name(wanted):
-            raise ValueError(f"{path}: trained with {full_name(trained)}, but the recipe's head is {full_name(wanted)}")
+            raise ValueError(f"{path}: trained with {full_name(trained)}, but the recipe's task is {full_name(wanted)}")
     return state
 
 
@@ -211,7 +224,8 @@ def _changed(now: dict[str, Any], stored: dict[str, Any], prefix: str, skip: tup
 def refuse_changed_recipe(path: str | Path, stored: dict[str, Any], model: Any, datamodule: Any) -> None:
     """Resuming ``fit`` continues the checkpoint's optimizer, learning-rate schedule and model, so
     a model setting that differs from the checkpoint's would be silently ignored: refuse it. A
-    changed data setting applies (the recipe's value), with a warning naming it.
+    changed data setting (the data module's, or a task's ``Task.data_settings``) applies (the
+    recipe's value), with a warning naming it.
 
     Args:
         path: the checkpoint, for messages.
@@ -222,20 +236,24 @@ def refuse_changed_recipe(path: str | Path, stored: dict[str, Any], model: Any, 
     Raises:
         ValueError: model settings differ; the message lists each with both values.
     """
-    hparams = dict(stored.get("hyper_parameters") or {})
+    hparams = {k: v for k, v in (stored.get("hyper_parameters") or {}).items() if k not in ("task", "head")}
     now = dict(model.hparams)
-    head_now, head_then = now.pop("head", {}) or {}, hparams.pop("head", {}) or {}
-    learned = tuple(getattr(model.head, "learned", ()))
-    args_now = {k: v for k, v in (head_now.get("init_args") or {}).items() if not (k in learned and v is None)}
+    task_now, (task_then, _) = now.pop("task", {}) or {}, stored_task(stored)
+    learned, reading = model.task.learned, model.task.data_settings
+    args_now = {k: v for k, v in (task_now.get("init_args") or {}).items() if not (k in learned and v is None)}
+    args_then = (task_then or {}).get("init_args") or {}
     changes = _changed(now, hparams, "model")
-    changes += _changed(args_now, head_then.get("init_args") or {}, "model.head.init_args", skip=learned)
+    changes += _changed(args_now, args_then, "model.task.init_args", skip=learned + reading)
     if changes:
         raise ValueError(
             f"{path}: resuming with a changed recipe: {'; '.join(changes)}. A resumed run continues the checkpoint's "
             "optimizer, learning-rate schedule and model, so these would be ignored: resume with the recipe as it "
             "was, or start a new run (another --trainer.default_root_dir)"
         )
+    read_now, read_then = ({k: v for k, v in args.items() if k in reading} for args in (args_now, args_then))
+    applied = _changed(read_now, read_then, "model.task.init_args")
     data_then = stored.get("datamodule_hyper_parameters") or {}
     if datamodule is not None and data_then:
-        for change in _changed(dict(datamodule.hparams), data_then, "data"):
-            log.warning("%s: resuming with %s; the recipe's value applies", path, change)
+        applied += _changed(dict(datamodule.hparams), data_then, "data")
+    for change in applied:
+        log.warning("%s: resuming with %s; the recipe's value applies", path, change)

@@ -1,4 +1,4 @@
-"""``BertModule``: the LightningModule holding the encoder, its tokenizer and a task head.
+"""``BertModule``: the LightningModule holding the encoder, its tokenizer, a task and its head.
 
 Optimisation follows BERT (Devlin et al. 2019, §A.2; google-research/bert optimization.py):
 AdamW with weight decay 0.01 on all weights but biases and LayerNorm (chosen by shape, see
@@ -9,6 +9,7 @@ by ``configure_gradient_clipping`` so that it also works with the fused AdamW un
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.model.quantize import Int8Linear, quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import save_encoder
-from bertkit.tasks.head import Batch, Head, head_from_spec
+from bertkit.tasks.head import Head
+from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
 from bertkit.training.rng import rng_states, set_rng_states
 from bertkit.utils.precision import native_bf16
 
@@ -43,10 +45,11 @@ def decays(parameter: torch.Tensor) -> bool:
 
 
 class BertModule(pl.LightningModule):
-    """An encoder (BERT, or another registered family) with one task head.
+    """An encoder (BERT, or another registered family) with a task and its head.
 
     Args:
-        head: the task head (a ``Head`` subclass, usually given by ``class_path`` in a recipe).
+        task: the task (a ``Task`` subclass, usually given by ``class_path`` in a recipe): its
+            files, labels and records; it builds the head (``Task.build_head``) on the encoder.
         pretrained: a Hugging Face format directory or a registered name
             (``bertkit plugins`` lists them); its weights, config and tokenizer are used.
             None builds a fresh encoder from ``preset`` and ``vocab_file``.
@@ -76,11 +79,15 @@ class BertModule(pl.LightningModule):
             (``bertkit.model.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
             LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
             accuracy it changes. ``fit`` refuses it (int8 layers have no gradient).
+        head: release 0.1's name of ``task`` (a recipe's ``model.head``); deprecated.
+
+    Raises:
+        ValueError: no task, or a setting outside its range.
     """
 
     def __init__(
         self,
-        head: Head,
+        task: Task | None = None,
         pretrained: str | None = "all-MiniLM-L6-v2",
         encoder: str | None = None,
         preset: Preset | None = None,
@@ -95,12 +102,12 @@ class BertModule(pl.LightningModule):
         attention_dropout: float | None = None,
         compile: bool = False,
         int8: bool = False,
+        head: Task | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(head, dict):  # rebuilt from a checkpoint's hyper-parameters
-            head = head_from_spec(head)
-        self.save_hyperparameters(ignore=["head"])
-        self.hparams["head"] = head.spec()  # plain values only: checkpoints load with weights_only=True
+        task = _the_task(task, head)
+        self.save_hyperparameters(ignore=["task", "head"])
+        self.hparams["task"] = task.spec()  # plain values only: checkpoints load with weights_only=True
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
         if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
@@ -115,27 +122,30 @@ class BertModule(pl.LightningModule):
         if compile:
             for block in self.encoder.blocks:
                 block.compile(dynamic=True)
+        self.__dict__["task"] = task  # plain Python, never a submodule (release 0.1's heads are modules too)
+        self.head: Head | None = None
+        self._resumed_rng: dict[str, Any] | None = None
+        if task.ready:
+            self.build_head()
+
+    def build_head(self) -> None:
+        """Build the task's head on the encoder (``Task.build_head``, then ``Head.attach``); the
+        model builds it itself once the task is ready, and ``Predictor`` builds the head of an
+        export folder whose task has not seen training data (its weights are then read in)."""
+        head = self.task.build_head(self.encoder.config, self.tokenizer)
+        head.attach(self.encoder)
         pooler = getattr(self.encoder, "pooler", None)
         if pooler is not None and not head.reads_pooler:
             pooler.requires_grad_(False)  # outside the loss: DDP would stop at the first step
         self.head = head
-        self._head_built = False
-        self._resumed_rng: dict[str, Any] | None = None
-        if head.ready:
-            self._build_head()
-
-    def _build_head(self) -> None:
-        self.head.build(self.encoder.config)
-        self.head.attach(self.encoder)
-        self._head_built = True
-        self.hparams["head"] = self.head.spec()  # now with what the head learned from data
+        self.hparams["task"] = self.task.spec()  # now with what the task learned from data
 
     @classmethod
     def load_from_checkpoint(  # type: ignore[override]
         cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool | None = None, **kwargs: Any
     ) -> BertModule:
         """Lightning's ``load_from_checkpoint``, after ``bertkit.training.checkpoints.check_checkpoint``: the
-        head the file names must be registered or already imported (nothing a checkpoint names is
+        task the file names must be registered or already imported (nothing a checkpoint names is
         imported), and it is read with ``weights_only=True`` whatever torch's default.
 
         Raises:
@@ -150,9 +160,9 @@ class BertModule(pl.LightningModule):
 
     @override
     def configure_model(self) -> None:
-        """Build a head that became ready in ``datamodule.setup`` (``Head.prepare`` on train)."""
-        if not self._head_built and self.head.ready:
-            self._build_head()
+        """Build the head of a task that became ready in ``datamodule.setup`` (``Task.learn``)."""
+        if self.head is None and self.task.ready:
+            self.build_head()
 
     @override
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -170,17 +180,18 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Give an unbuilt head the settings it learned in training (``Head.learned``); keep the
-        generators' states for ``on_train_start``.
+        """Give a task whose head is not built the settings it learned in training
+        (``Task.learned``), then build the head; keep the generators' states for ``on_train_start``.
 
         Raises:
             ValueError: the head was built with other learned settings than the checkpoint's.
         """
         self._resumed_rng = checkpoint.get("rng_states")
-        stored = checkpoint.get("hyper_parameters", {}).get("head", {}).get("init_args", {})
-        self.head.restore_learned(stored, self._head_built)
-        if not self._head_built:
-            self._build_head()
+        stored = checkpoint.get("hyper_parameters", {})
+        spec = stored.get("task") or stored.get("head") or {}  # release 0.1 stored the head
+        self.task.restore_learned(spec.get("init_args", {}), self.head is not None)
+        if self.head is None:
+            self.build_head()
 
     @staticmethod
     def _build_encoder(
@@ -203,9 +214,9 @@ class BertModule(pl.LightningModule):
 
     @override
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
-        if not self._head_built:
+        if self.head is None:
             raise RuntimeError(
-                f"{type(self.head).__name__} has no layers yet: it learns {', '.join(self.head.learned)} "
+                f"{type(self.task).__name__} has no head yet: it learns {', '.join(self.task.learned)} "
                 "from the training file. Fit first, pass a checkpoint (--ckpt_path), or set them in the recipe."
             )
         batch = self.head.encoder_inputs(batch)
@@ -224,7 +235,7 @@ class BertModule(pl.LightningModule):
                     f"{stage}/{key}", value, batch_size=size, prog_bar=stage == "train", sync_dist=stage != "train"
                 )
         if stage != "train":
-            self.head.update_metrics(stage, outputs, batch)
+            self.head.update_metrics(stage, self.head.decode(outputs, batch), batch)
         return outputs
 
     @override
@@ -252,7 +263,7 @@ class BertModule(pl.LightningModule):
 
     @override
     def predict_step(self, batch: Batch, batch_idx: int, dataloader_idx: int = 0) -> list[dict[str, Any]]:
-        return self.head.predict(self(batch), batch)
+        return predict_batch(self.task, self.head, self(batch), batch)
 
     def _log_epoch_metrics(self, stage: str) -> None:
         # Metric states a head resets here must be normal tensors: reset under validate's inference
@@ -337,12 +348,13 @@ class BertModule(pl.LightningModule):
         Returns:
             The ``transformers`` class written into ``config.json``'s ``architectures``.
         """
-        head_state = self.head.hf_state_dict() if self._head_built else {}
+        built = self.head is not None
+        head_state = self.head.hf_state_dict() if built else {}
         plain = self.encoder.config.to_dict()["architectures"][0]  # BertModel, ElectraModel …
         architecture = self.family.hf_architecture(self.head.hf_architecture) if head_state else None
-        if self._head_built and architecture is None and any(True for _ in self.head.parameters()):
+        if built and architecture is None and any(True for _ in self.head.parameters()):
             rank_zero_warn(
-                f"save_pretrained: {type(self.head).__name__} {dict(self.head.hparams)} has no transformers class "
+                f"save_pretrained: {type(self.task).__name__} {dict(self.task.hparams)} has no transformers class "
                 f"for a {self.family.name} encoder; {directory} holds the encoder only ({plain}), without the "
                 "trained task layer"
             )
@@ -412,3 +424,26 @@ class BertModule(pl.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _the_task(task: Task | dict | None, head: Task | dict | None) -> Task:
+    """The task from ``task``, or from release 0.1's ``head`` (a recipe's ``model.head``, with a
+    warning; a checkpoint's stored head spec); a stored spec is rebuilt (``task_from_spec``).
+
+    Raises:
+        ValueError: neither or both are given, or a stored spec names no known task.
+    """
+    if head is not None and task is not None:
+        raise ValueError("model.task and model.head: give the task once, as model.task")
+    if isinstance(head, Task):
+        warnings.warn(
+            "model.head is release 0.1's name: give the task as model.task (class_path and init_args as before)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    task = task if task is not None else head
+    if task is None:
+        raise ValueError("model.task: give the task (a class_path such as TokenClassification, and its init_args)")
+    if isinstance(task, dict):  # rebuilt from a checkpoint's hyper-parameters
+        return task_from_spec(task, "checkpoint hyper_parameters." + ("head" if head is not None else "task"))
+    return task

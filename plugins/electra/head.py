@@ -37,7 +37,7 @@ from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
 from bertkit.model.bert import ACTIVATIONS, EncoderOutput
 from bertkit.model.config import BertConfig
-from bertkit.tasks.head import Batch, by_example
+from bertkit.tasks.legacy import Batch, by_example
 
 
 def generator_width(config: BertConfig, generator_size: float) -> int:

@@ -41,8 +41,9 @@ from bertkit.data.samples import cache_dir
 from bertkit.model.bert import ACTIVATIONS, EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.plugins import registered
-from bertkit.tasks.head import Batch, Feature, Head, by_example, stored_class
+from bertkit.plugins import registered, stored_class
+from bertkit.tasks.legacy import Batch, Feature, Head, by_example
+from bertkit.tasks.task import LazyFeatures
 from bertkit.utils.choices import check
 
 SentencePairTask = Literal["nsp", "sop"]
@@ -83,13 +84,13 @@ class MaskedLMPredictions(nn.Module):
         return F.linear(self.transform(hidden), decoder, self.bias)
 
 
-class PreTrainingInstances:
+class PreTrainingInstances(LazyFeatures):
     """Features from prepared shards, masked on the fly (a lazy sequence for the DataLoader).
 
     Static masks (stored by ``prepare``) are used as stored. Dynamic masks (RoBERTa, Liu et al.
     2019) are drawn anew each time a training instance is read, from a per-process generator
     seeded by ``torch.initial_seed()`` (``seed_everything`` and each DataLoader worker's seed),
-    and fixed per instance index in evaluation (``training = False``, set by the data module),
+    and fixed per instance index in evaluation (``for_training(False)``, from the data module),
     so held-out scores compare across steps.
     """
 
@@ -106,6 +107,9 @@ class PreTrainingInstances:
     @property
     def lengths(self) -> np.ndarray:
         return self.shards.lengths
+
+    def for_training(self, training: bool) -> None:
+        self.training = training
 
     def _generator(self, index: int) -> random.Random:
         if not self.training:

@@ -31,7 +31,7 @@ from bertkit.data.windows import max_context_window
 from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.tokenizer import BertTokenizer, Encoded
-from bertkit.tasks.head import Batch, Feature, Head, by_example
+from bertkit.tasks.legacy import Batch, Feature, Head, by_example
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class QuestionAnsweringHead(Head):
         self._pending: dict[str, dict[int, tuple[QAExample, list[dict]]]] = {"val": {}, "test": {}}
 
     hf_architecture = "BertForQuestionAnswering"
+    request_fields = ("question", "context")
     # Padding may neither start nor end an answer; its character offsets are never read.
     pad_values: ClassVar[Mapping[str, int]] = {"may_start": 0, "may_end": 0, "char_start": 0, "char_end": 0}
     onnx_outputs = ("start_logits", "end_logits")

@@ -33,7 +33,7 @@ from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.dropout import Dropout
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Batch, Feature, Head
+from bertkit.tasks.legacy import Batch, Feature, Head
 from bertkit.utils.choices import check
 
 ProblemType = Literal["single_label", "multi_label", "regression"]
@@ -186,7 +186,6 @@ class SequenceClassificationHead(Head):
             raise ValueError(
                 f"model.head.class_weights has {len(hp.class_weights)} weights for {num_outputs} labels {hp.labels}"
             )
-        self.label_ids = {label: i for i, label in enumerate(hp.labels or [])}
         self.dropout = Dropout(hp.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_outputs)
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
@@ -200,6 +199,11 @@ class SequenceClassificationHead(Head):
                 for stage in ("val", "test")
             }
         )
+
+    @property
+    def label_ids(self) -> dict[str, int]:
+        """Each label's output index."""
+        return {label: i for i, label in enumerate(self.hparams.labels or [])}
 
     def positive_index(self) -> int:
         """Index of ``positive_label`` (default: ``1`` if it is a label, else the second label)."""

@@ -24,7 +24,7 @@ from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.dropout import Dropout
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Batch, Feature, Head, by_example
+from bertkit.tasks.legacy import Batch, Feature, Head, by_example
 from bertkit.utils.choices import check
 
 SAMPLE_DIR = Path(__file__).parent / "sample"

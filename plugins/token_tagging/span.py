@@ -33,7 +33,7 @@ from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.dropout import Dropout
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Batch, Feature, by_example
+from bertkit.tasks.legacy import Batch, Feature, by_example
 
 log = logging.getLogger(__name__)
 

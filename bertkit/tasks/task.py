@@ -1,0 +1,303 @@
+"""``Task``: the plain-Python half of a task plugin (the ``Head`` module is the other half).
+
+A task reads its file formats against typed settings, learns what it needs from the training
+examples (a label vocabulary), turns examples into model features and the head's outputs back
+into records of words, characters and labels. It holds no ``nn.Module`` and needs no trainer:
+``BertDataModule`` builds and iterates batches from a task and a tokenizer alone. The network
+half is built by ``Task.build_head``. Every run goes one way (fit, test, ``bertkit predict``,
+``Predictor``, ``bertkit serve``)::
+
+    examples = task.read(path)                       # or task.read_text_lines(path, lines)
+    task.learn(examples)                             # training examples: fills task.learned
+    features = task.featurize(examples, tokenizer, max_length)
+    batch = pad_batch(features, tokenizer.pad_token_id, task.pad_values)
+    outputs = head.decode(head(encoder(batch), batch), batch)       # BertModule
+    records = task.format_predictions(examples, task.predict(outputs, batch))
+
+Subclasses take plain, type-hinted ``__init__`` arguments (LightningCLI reads them, a recipe's
+``model.task.init_args`` sets them) and call ``save_hyperparameters()``, so that ``spec()``
+rebuilds them from a checkpoint.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pytorch_lightning.core.mixins import HyperparametersMixin
+
+if TYPE_CHECKING:
+    import torch
+
+    from bertkit.model.config import BertConfig
+    from bertkit.model.tokenizer import BertTokenizer
+    from bertkit.tasks.head import Head
+
+Feature = dict[str, Any]
+"""One model input, as ``Task.featurize`` returns it: ``input_ids`` (list of int, ``[CLS]`` …
+``[SEP]``, at most ``data.max_length``) and ``example_index`` (int, the example it came from) are
+required; the core also knows ``token_type_ids`` (list of int), ``labels`` (an int, a list of
+floats, or a list of int per token with -100 = not scored) and ``word_index`` (list of int, -1 =
+no word). Any other key is the task's: a list (padded with the task's ``pad_values``), a number,
+or any other object (kept as it is, such as the example for post-processing)."""
+
+Batch = dict[str, Any]
+"""Features collated by ``bertkit.data.collate.pad_batch``: ``input_ids``, ``token_type_ids`` and
+every list key as (B, T) long tensors (B features, T the longest in the batch; equal-length lists
+such as multi-hot labels as (B, n)), ``attention_mask`` (B, T), 1 for real tokens; number keys as
+(B,) tensors; other values as a list of B objects. A head's ``forward`` returns ``loss`` (a scalar
+when the batch has labels) and may return parts named ``*_loss``; ``BertModule`` logs each as
+``{stage}/{key}`` (train, val, test)."""
+
+
+class Task(HyperparametersMixin, ABC):
+    """The plain-Python part of a task: formats, what is learned from data, features, records."""
+
+    learned: ClassVar[tuple[str, ...]] = ()
+    """Settings ``learn`` may fill from the training examples (a label vocabulary); stored in
+    checkpoints and restored from them into a task that has not seen training data."""
+
+    pad_values: ClassVar[Mapping[str, int]] = {}
+    """The padding value of each list-valued feature key beyond the core's (``input_ids``,
+    ``token_type_ids``, ``labels`` -100, ``word_index`` -1; ``bertkit.data.collate.pad_batch``). A
+    list key without one is an error when batches are built, never a guessed 0."""
+
+    data_settings: ClassVar[tuple[str, ...]] = ()
+    """Settings that only say how files are read (columns, file formats, how a corpus is
+    prepared): resuming a run with one of them changed warns, where a changed setting that
+    shapes the model is refused (``bertkit.training.checkpoints.refuse_changed_recipe``)."""
+
+    request_fields: ClassVar[tuple[str, ...]] = ()
+    """The fields of one JSON record of the task's native format that a request gives
+    (``{"question", "context"}`` for question answering), for clients such as ``bertkit serve``'s
+    page; empty: the task is asked with lines of text (``read_text_lines``)."""
+
+    aliases: ClassVar[tuple[str, ...]] = ()
+    """Class paths this class answered to in earlier releases: a checkpoint or export folder
+    that names one of them loads it (``bertkit.plugins.stored_class``)."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether ``build_head`` can run: every ``learned`` setting is set."""
+        return all(self.hparams.get(name) is not None for name in self.learned)
+
+    @property
+    def tasks(self) -> Mapping[str, Task]:
+        """The named tasks of a multi-task task, whose files ``BertDataModule(tasks=…)`` reads
+        with each one's ``read`` (as ``TaskExample``); empty for a single task."""
+        return {}
+
+    def restore_learned(self, stored: Mapping[str, Any], built: bool, field: str = "model.task") -> None:
+        """Take the ``learned`` settings from a checkpoint's ``init_args`` (``stored``): set them on
+        a task whose head is not built yet, check them where it is. ``field`` names it in errors.
+
+        Raises:
+            ValueError: a built task's learned setting differs from the checkpoint's.
+        """
+        for name in self.learned:
+            if name not in stored:
+                continue
+            if not built:
+                self.hparams[name] = stored[name]
+            elif self.hparams[name] != stored[name]:
+                raise ValueError(
+                    f"the checkpoint's {field}.{name} {stored[name]!r} differs from this run's {self.hparams[name]!r}"
+                )
+
+    def learn(self, examples: list[Any]) -> None:
+        """See the training examples (all of them, before ``build_head``); fill ``learned`` settings.
+
+        Raises:
+            ValueError: the examples contradict the task's settings (names file and line).
+        """
+
+    @abstractmethod
+    def read(self, path: Path, labelled: bool = True) -> list[Any]:
+        """Read examples from a file in this task's format (``labelled``: with their labels).
+
+        Raises:
+            ValueError: a malformed line; the message names the file and line.
+        """
+
+    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Any]:
+        """Examples from some ``(line number, line)`` pairs of the plain text file ``path`` (one
+        example per non-blank line; sources name ``path:number``). ``bertkit predict`` reads a
+        text file through this a part at a time, so memory does not grow with the file;
+        ``Predictor`` reads each request's texts through it.
+
+        Raises:
+            ValueError: a line the task cannot read (names file and line); by default, any: the
+                task reads no plain text.
+        """
+        raise ValueError(f"{path}: {type(self).__name__} does not read plain text files")
+
+    def sample_files(self) -> dict[str, Path] | None:
+        """A small data set the plugin ships, by split (``train``, ``validation``, ``test``);
+        used when no data directory is configured."""
+        return None
+
+    @abstractmethod
+    def featurize(self, examples: list[Any], tokenizer: BertTokenizer, max_length: int) -> Sequence[Feature]:
+        """Turn examples into model features (``Feature``; ``input_ids`` and ``example_index``
+        required), in order; an example may give several features (windows) and each names its
+        example by ``example_index``. A task reading data too large for memory returns a
+        ``LazyFeatures``."""
+
+    @abstractmethod
+    def build_head(self, config: BertConfig, tokenizer: BertTokenizer) -> Head:
+        """The head module for an encoder of ``config`` and its ``tokenizer`` (called once the
+        task is ``ready``, by ``BertModule``)."""
+
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per-feature predictions (plain Python) of one batch, from the head's decoded outputs
+        (``Head.decode``); ``format_predictions`` joins them.
+
+        The default gives each feature its ``example_index`` and its row of every output but the
+        losses, as lists (a (B, T, C) ``logits`` becomes T lists of C floats per feature, padding
+        included).
+        """
+        keys = [k for k in outputs if k != "loss" and not k.endswith("_loss")]
+        rows = batch["example_index"].tolist()
+        return [{"example_index": e, **{k: outputs[k][i].tolist() for k in keys}} for i, e in enumerate(rows)]
+
+    def format_predictions(self, examples: list[Any], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One JSON-serialisable record per example, in input order, from all per-feature predictions.
+
+        The default is for tasks with one feature per example: ``format_record`` of each example
+        and its feature's prediction (without ``example_index``).
+
+        Raises:
+            ValueError: an example has several features (windows) or none; a task that makes
+                windows joins them in its own ``format_predictions`` (``by_example`` groups them).
+        """
+        records = []
+        groups = by_example(predictions, len(examples), self)
+        for index, (example, group) in enumerate(zip(examples, groups, strict=True)):
+            if len(group) > 1:
+                raise ValueError(
+                    f"{type(self).__name__}: example {index} has several features; the default "
+                    "format_predictions takes one per example: override it to join them"
+                )
+            records.append(self.format_record(example, {k: v for k, v in group[0].items() if k != "example_index"}))
+        return records
+
+    def format_record(self, example: Any, prediction: dict[str, Any]) -> dict[str, Any]:
+        """The record of one example from its feature's prediction (``predict``'s dict
+        without ``example_index``); the default returns the prediction as it is."""
+        return prediction
+
+    def spec(self) -> dict[str, Any]:
+        """``{"class_path", "init_args"}`` that rebuilds this task (stored in checkpoints; a
+        deprecated alias stores the class it stands for)."""
+        cls = canonical(type(self))
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(self.hparams)}
+
+
+def canonical(cls: type) -> type:
+    """The class a deprecated alias (``deprecated_alias``) stands for; any other class itself."""
+    return vars(cls).get("alias_of", cls)
+
+
+def deprecated_alias(task: type[Task], name: str, module: str, renamed: Mapping[str, str] | None = None) -> type[Task]:
+    """``name``, release 0.1's class ``module.name`` of what is now ``task``, kept for one release.
+
+    A subclass of ``task`` that warns when it is built and takes the old argument names
+    (``renamed``: old name -> new name): recipes and code that name it keep working, checkpoints
+    and export folders that stored ``module.name`` load (``aliases``), and it stores itself as
+    ``task`` (``spec``). Define it in the plugin module that defines ``task``.
+    """
+    renamed = dict(renamed or {})
+    old_names = {new: old for old, new in renamed.items()}
+    signature = inspect.signature(task.__init__)
+    parameters = [p.replace(name=old_names.get(p.name, p.name)) for p in signature.parameters.values()]
+
+    def __init__(self: Task, *args: Any, **kwargs: Any) -> None:
+        warnings.warn(
+            f"{name} is release 0.1's name of {task.__name__}: a recipe's model.head: {{class_path: {name}}} is now "
+            f"model.task: {{class_path: {task.__name__}}}"
+            + (f" (init_args {', '.join(f'{o} -> {n}' for o, n in renamed.items())})" if renamed else ""),
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        task.__init__(self, *args, **{renamed.get(k, k): v for k, v in kwargs.items()})
+
+    __init__.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    doc = f"Release 0.1's name of ``{task.__name__}`` (deprecated)."
+    namespace = {"__init__": __init__, "__module__": module, "__qualname__": name, "__doc__": doc}
+    return type(name, (task,), {**namespace, "aliases": (f"{module}.{name}",), "alias_of": task})
+
+
+@dataclass(frozen=True)
+class TaskExample:
+    """An example of one named task, as ``BertDataModule(tasks=…)`` reads them for a task with
+    ``Task.tasks``."""
+
+    task: str
+    example: Any
+
+
+class LazyFeatures(Sequence[Feature], ABC):
+    """Features a task reads on demand (memory-mapped shards too large to hold as dicts): the
+    data module asks for the lengths without reading the features, and says whether they feed
+    training or evaluation (a task may draw fresh random choices, such as masks, in training)."""
+
+    @property
+    @abstractmethod
+    def lengths(self) -> Sequence[int]:
+        """Each feature's number of tokens, in order."""
+
+    def for_training(self, training: bool) -> None:
+        """Called with True before a training loader reads them, False before an evaluation one."""
+
+
+def by_example(predictions: list[dict[str, Any]], count: int, task: Any) -> list[list[dict[str, Any]]]:
+    """Per-feature predictions grouped by their ``example_index``: one list per example, in input
+    order, each in the order its features were predicted — the join every ``Task.format_predictions``
+    starts from.
+
+    Args:
+        predictions: ``Task.predict`` of every batch, flattened.
+        count: the number of examples (indices ``0 … count-1``).
+        task: named in errors.
+
+    Raises:
+        ValueError: an example has no prediction, or an index is outside ``0 … count-1``.
+    """
+    groups: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+    for p in predictions:
+        index = p["example_index"]
+        if not 0 <= index < count:
+            raise ValueError(f"{type(task).__name__}: prediction for example {index}, but there are {count} examples")
+        groups[index].append(p)
+    missing = [i for i, group in enumerate(groups) if not group]
+    if missing:
+        raise ValueError(f"{type(task).__name__}: no prediction for example(s) {missing[:5]}")
+    return groups
+
+
+def predict_batch(task: Task, head: Head, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+    """The per-feature predictions of one batch from the head's raw outputs: ``head.decode``,
+    then ``task.predict``. ``BertModule.predict_step`` and ``Predictor`` both predict
+    through this (and ``task.format_predictions``), whatever computed ``outputs`` (torch or ONNX Runtime)."""
+    return task.predict(head.decode(outputs, batch), batch)
+
+
+def task_from_spec(spec: dict[str, Any], source: str = "checkpoint hyper_parameters.task") -> Task:
+    """Rebuild a task from ``Task.spec()`` output read from a file (``bertkit.plugins.stored_class``:
+    only registered or already-imported tasks, or a former class path a task lists in ``aliases``).
+
+    Raises:
+        ValueError: the class is not a known ``Task``, or its arguments are not accepted.
+    """
+    from bertkit.plugins import registered_tasks, stored_class
+
+    cls = stored_class(str(spec.get("class_path")), Task, registered_tasks(), f"{source}.class_path")
+    try:
+        return cls(**spec.get("init_args", {}))
+    except TypeError as err:
+        raise ValueError(f"{source}.init_args: {err}") from None
