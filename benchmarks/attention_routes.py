@@ -85,7 +85,7 @@ ROUTES = {
 
 def features(task: str, model: BertModule, data: Path) -> list[dict]:
     path, max_length = FILES[task]
-    out = model.head.featurize(model.head.read(data / path), model.tokenizer, max_length)
+    out = model.task.featurize(model.task.read(data / path), model.tokenizer, max_length)
     return [f for f in out if task != "squad" or f["start_positions"] >= 0]
 
 
@@ -116,7 +116,7 @@ def attention_rows(task: str, lengths: list[int], batches: int, seed: int) -> li
 def step_rows(task: str, model: BertModule, feats: list[dict], steps: int, seed: int) -> list[dict]:
     """The same ``steps * BATCH`` examples, every step timed, in random order and in length-grouped
     order, each after one untimed warm-up step on another batch (the same for both orders)."""
-    collate = partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.head.pad_values)
+    collate = partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.task.pad_values)
     pool = [feats[i] for i in torch.randperm(len(feats), generator=torch.Generator().manual_seed(seed))]
     warm_up, pool = collate(pool[:BATCH]), pool[BATCH : (steps + 1) * BATCH]
     grouped = list(LengthGroupedSampler([len(f["input_ids"]) for f in pool], BATCH, seed=seed))

@@ -72,20 +72,20 @@ def data_dir(given: str | None) -> Path:
 
 def make_head(task: str) -> Any:
     if task == "ner":
-        from bertkit_plugins.token_tagging import TokenTaggingHead
+        from bertkit_plugins.token_tagging import TokenClassification
 
-        return TokenTaggingHead(["PER", "LOC", "ORG", "MISC"])
+        return TokenClassification(["PER", "LOC", "ORG", "MISC"])
     if task == "sst2":
-        from bertkit_plugins.sequence_classification import SequenceClassificationHead
+        from bertkit_plugins.sequence_classification import SequenceClassification
 
-        return SequenceClassificationHead(labels=["0", "1"])
+        return SequenceClassification(labels=["0", "1"])
     if task == "squad":
-        from bertkit_plugins.question_answering import QuestionAnsweringHead
+        from bertkit_plugins.question_answering import QuestionAnswering
 
-        return QuestionAnsweringHead()
-    from bertkit_plugins.pretraining import PreTrainingHead
+        return QuestionAnswering()
+    from bertkit_plugins.pretraining import PreTraining
 
-    return PreTrainingHead()
+    return PreTraining()
 
 
 def synthetic_pretraining(n: int, length: int, vocab_size: int, seed: int) -> list[dict]:
@@ -209,7 +209,7 @@ def run_bertkit(task: str, variant: dict, features: list[dict], args: argparse.N
 
     loader = torch.utils.data.DataLoader(
         features, batch_size=args.batch_size[task], shuffle=True, generator=torch.Generator().manual_seed(args.seed),
-        collate_fn=partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.head.pad_values),
+        collate_fn=partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.task.pad_values),
         num_workers=2,
         pin_memory=args.device == "cuda", persistent_workers=True,
     )  # fmt: skip

@@ -110,7 +110,7 @@ def token_counts(folder: Path, texts: list[str]) -> list[int]:
     windows)."""
     loaded = Predictor.load(folder)
     counts = [0] * len(texts)
-    for feature in loaded.head.featurize(loaded.examples(texts), loaded.tokenizer, loaded.max_length):
+    for feature in loaded.task.featurize(loaded.examples(texts), loaded.tokenizer, loaded.max_length):
         counts[feature["example_index"]] += len(feature["input_ids"])
     return counts
 

@@ -30,7 +30,7 @@ from provenance import started
 
 def write_conll(path: Path, sentences: list[Sentence]) -> None:
     """IOB2 two-column file, so both sides read exactly these sentences; ``-DOCSTART-`` lines
-    keep the documents (the context of ``TokenTaggingHead(context=K)``)."""
+    keep the documents (the context of ``TokenClassification(context=K)``)."""
     lines = []
     for i, s in enumerate(sentences):
         if i and s.document != sentences[i - 1].document:
@@ -43,7 +43,7 @@ def run_bertkit(args: argparse.Namespace, data_dir: Path) -> dict:
     overrides = {
         "data.data_dir": str(data_dir),
         "data.validation_file": None,
-        "model.head.init_args.tag_scheme": "IOB2",
+        "model.task.init_args.tag_scheme": "IOB2",
         "trainer.default_root_dir": str(data_dir / "bertkit"),
     }
     result = common.fit_bertkit(

@@ -78,7 +78,7 @@ def run_bertkit(args: argparse.Namespace) -> dict[str, Any]:
             "model.preset": args.preset,
             "model.vocab_file": str(VOCAB),
             "model.lowercase": False,
-            "model.head.init_args.dynamic_masking": True,
+            "model.task.init_args.dynamic_masking": True,
             "data.data_dir": str(SHARDS),
             "data.train_file": "train",
             "data.validation_file": None,

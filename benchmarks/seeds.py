@@ -12,7 +12,7 @@ Usage (needs ``pip install -e ".[bench]"``)::
 
     python benchmarks/seeds.py rte --seeds 1 2 3 4 5
     python benchmarks/seeds.py rte --seeds 1 2 3 4 5 --name random-order -- --bertkit-only --set data.group_by_length=false
-    python benchmarks/seeds.py ner --name crf --against plain --transformers-from short -- --bertkit-only --set model.head.init_args.crf=true
+    python benchmarks/seeds.py ner --name crf --against plain --transformers-from short -- --bertkit-only --set model.task.init_args.crf=true
 
 Arguments after ``--`` go to the task's script (``--epochs``, ``--train-sentences`` …).
 """

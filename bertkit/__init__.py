@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from bertkit.model.config import BertConfig
     from bertkit.model.tokenizer import BertTokenizer
     from bertkit.tasks.legacy import Head
-    from bertkit.tasks.multitask import MultiTaskHead
     from bertkit.tasks.task import Batch, Feature, Task, by_example
     from bertkit.training.callbacks import ExportPretrained, PredictionWriter
     from bertkit.training.module import BertModule
@@ -41,7 +40,6 @@ _HOME = {
     "ExportPretrained": "training.callbacks",
     "Feature": "tasks.task",
     "Head": "tasks.legacy",
-    "MultiTaskHead": "tasks.multitask",
     "PredictionWriter": "training.callbacks",
     "Task": "tasks.task",
     "TaskData": "data.datamodule",
@@ -61,7 +59,6 @@ __all__ = [
     "ExportPretrained",
     "Feature",
     "Head",
-    "MultiTaskHead",
     "PredictionWriter",
     "Task",
     "TaskData",
@@ -72,7 +69,19 @@ __all__ = [
 ]
 
 
+# Release 0.1's names here of classes a plugin registers now (by their registered name).
+_REGISTERED = {"MultiTaskHead"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _REGISTERED:
+        import warnings
+
+        from bertkit.plugins import registered_tasks
+
+        warnings.warn(f"bertkit.{name} is deprecated: name it in a recipe, or import it from its plugin",
+                      DeprecationWarning, stacklevel=2)  # fmt: skip
+        return registered_tasks()[name]
     if name not in _HOME:
         raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
     value = getattr(import_module(f"bertkit.{_HOME[name]}"), name)

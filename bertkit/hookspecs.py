@@ -4,6 +4,9 @@ A plugin is a module (or object) with functions marked ``@bertkit.hookimpl`` who
 these specs. Registration hooks receive a ``register`` callback (the simonw/llm style); the core
 owns the registries. ``PluginManager.check_pending()`` makes a misspelled hook name an error.
 
+A registration may say ``deprecated=True``: the name is an earlier release's (a class's former
+name); it still resolves, and ``bertkit plugins`` lists it apart.
+
 Every registration may give an import path instead of the object — ``register("pkg.mod:Class")``,
 or ``register(name, "pkg.mod:function")`` where a name is given — so that the plugin's module
 imports nothing heavy and ``bertkit plugins`` / ``bertkit --help`` stay fast; the object is

@@ -53,6 +53,8 @@ class PluginInfo:
     version: str | None
     hooks: list[str]
     registered: dict[str, list[str]] = field(default_factory=dict)
+    deprecated: dict[str, list[str]] = field(default_factory=dict)
+    """Names registered for compatibility with an earlier release (``register(…, deprecated=True)``)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ NAME_ATTRIBUTE = {"register_encoders": "name"}  # EncoderFamily.name: "electra",
 
 _pm: pluggy.PluginManager | None = None
 _sources: dict[str, EntryPoint | None] = {}
+_deprecated: set[tuple[str, str]] = set()  # (hook, name) registered with deprecated=True
 
 
 def _new_manager() -> pluggy.PluginManager:
@@ -207,7 +210,13 @@ def _collect(hook_name: str) -> dict[str, dict[str, object]]:
         plugin_name = pm.get_name(impl.plugin)
         items = found.setdefault(plugin_name, {})
 
-        def register(obj: object, locate: Callable | str | None = None, _items=items, _plugin=plugin_name) -> None:
+        def register(
+            obj: object,
+            locate: Callable | str | None = None,
+            deprecated: bool = False,
+            _items=items,
+            _plugin=plugin_name,
+        ) -> None:
             if isinstance(obj, str) and locate is None and ":" in obj:
                 obj = locate = Lazy(obj)
                 name = obj.attribute
@@ -220,9 +229,18 @@ def _collect(hook_name: str) -> dict[str, dict[str, object]]:
                 raise PluginError(f"{hook_name}: {name!r} registered by both {owner[name]!r} and {_plugin!r}")
             owner[name] = _plugin
             _items[name] = locate if locate is not None else obj
+            if deprecated:
+                _deprecated.add((hook_name, name))
 
         impl.function(register=register)
     return found
+
+
+def deprecated_names(hook_name: str) -> set[str]:
+    """The names registered through ``hook_name`` for compatibility with an earlier release (a
+    class's former name): they still resolve, but are not offered as choices."""
+    _collect(hook_name)
+    return {name for hook, name in _deprecated if hook == hook_name}
 
 
 def entries(hook_name: str) -> dict[str, object]:
@@ -366,7 +384,11 @@ def describe() -> list[PluginInfo]:
             hooks=hooks,
         )
         for spec, found in by_hook.items():
-            if found.get(name):
-                info.registered[spec.removeprefix("register_")] = sorted(found[name])
+            names = sorted(found.get(name) or [])
+            old = [n for n in names if (spec, n) in _deprecated]
+            if names != old:
+                info.registered[spec.removeprefix("register_")] = [n for n in names if n not in old]
+            if old:
+                info.deprecated[spec.removeprefix("register_")] = old
         infos.append(info)
     return infos

@@ -8,10 +8,10 @@ from functools import cache
 from pathlib import Path
 
 import torch
-from bertkit_plugins.pretraining import MaskedLMHead
-from bertkit_plugins.question_answering import QuestionAnsweringHead
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.pretraining import MaskedLM
+from bertkit_plugins.question_answering import QuestionAnswering
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import TokenClassification
 
 from bertkit import BertModule
 from bertkit.data.collate import pad_batch
@@ -25,10 +25,10 @@ SENTENCES = [
 ]
 PAIRS = [("Who flew to Oslo?", "Peter Blackburn flew to Oslo on Tuesday."), ("Why?", "Because it rained all week.")]
 HEADS = {  # a fresh head and the task part of transformers' class name
-    "token": (lambda: TokenTaggingHead(entity_types=["PER", "LOC"]), "ForTokenClassification"),
-    "sequence": (lambda: SequenceClassificationHead(labels=["neg", "neu", "pos"]), "ForSequenceClassification"),
-    "qa": (QuestionAnsweringHead, "ForQuestionAnswering"),
-    "mlm": (MaskedLMHead, "ForMaskedLM"),  # its decoder tied to the word embeddings
+    "token": (lambda: TokenClassification(entity_types=["PER", "LOC"]), "ForTokenClassification"),
+    "sequence": (lambda: SequenceClassification(labels=["neg", "neu", "pos"]), "ForSequenceClassification"),
+    "qa": (QuestionAnswering, "ForQuestionAnswering"),
+    "mlm": (MaskedLM, "ForMaskedLM"),  # its decoder tied to the word embeddings
 }
 
 

@@ -88,21 +88,21 @@ CASES = [
     ),
     Case(
         "head-typo",
-        ["fit", "--config", NER, "--model.head", "TokenTagingHead"],
-        ["--model.head", "'TokenTagingHead'", "(did you mean TokenTaggingHead?)"],
+        ["fit", "--config", NER, "--model.task", "TokenClasification"],
+        ["--model.task", "'TokenClasification'", "(did you mean TokenClassification?)"],
     ),
     Case(
         "head-typo-in-recipe",
         ["fit", "--config", "r.yaml"],
-        ["r.yaml: model.head.class_path", "known tasks: MaskedLMHead, MultiTaskHead, PreTrainingHead"],
-        {"r.yaml": "model:\n  head:\n    class_path: SequenceClasificationHead\n"},
+        ["r.yaml: model.task.class_path", "known tasks: MaskedLM, MultiTask, PreTraining"],
+        {"r.yaml": "model:\n  task:\n    class_path: SequenceClasification\n"},
     ),
     Case(
         "task-head-typo",
         ["fit", "--config", "r.yaml"],
-        ["r.yaml: model.head.init_args.heads.ner.class_path", "(did you mean TokenTaggingHead?)"],
+        ["r.yaml: model.task.init_args.tasks.ner.class_path", "(did you mean TokenClassification?)"],
         {
-            "r.yaml": "model:\n  head:\n    class_path: MultiTaskHead\n    init_args:\n      heads:\n        ner:\n          class_path: TokenTagingHead\n"
+            "r.yaml": "model:\n  task:\n    class_path: MultiTask\n    init_args:\n      tasks:\n        ner:\n          class_path: TokenClasification\n"
         },
     ),
     Case(
@@ -110,8 +110,8 @@ CASES = [
         ["fit", "--config", str(R / "multitask.yaml"), "--data.task_temperature=0.5"],
         ["data.task_temperature=0.5: expected T >= 1"],
     ),
-    Case("head-not-importable", ["fit", "--config", NER, "--model.head", "nowhere.Head"], ["'nowhere.Head'"]),
-    Case("head-not-a-head", ["fit", "--config", NER, "--model.head", "collections.OrderedDict"], ["is not a"]),
+    Case("head-not-importable", ["fit", "--config", NER, "--model.task", "nowhere.Head"], ["'nowhere.Head'"]),
+    Case("head-not-a-head", ["fit", "--config", NER, "--model.task", "collections.OrderedDict"], ["is not a"]),
     Case("key-typo", ner("--data.batchsize=8"), ["--data.batchsize"]),
     Case("value-type", ner("--data.batch_size=abc"), ["data.batch_size", "abc"]),
     Case(
@@ -149,16 +149,16 @@ CASES = [
     ),
     Case(
         "tag-scheme",
-        ner("--model.head.init_args.tag_scheme=IOB3"),
-        ["model.head.tag_scheme='IOB3': expected one of IOB1, IOB2, BIOES"],
+        ner("--model.task.init_args.tag_scheme=IOB3"),
+        ["model.task.tag_scheme='IOB3': expected one of IOB1, IOB2, BIOES"],
     ),
     Case(
-        "pooling", sst2("--model.head.init_args.pooling=max"), ["model.head.pooling='max': expected one of cls, mean"]
+        "pooling", sst2("--model.task.init_args.pooling=max"), ["model.task.pooling='max': expected one of cls, mean"]
     ),
     Case(
         "classification-labels",
-        sst2("--model.head.init_args.labels=[a,a]"),
-        ["model.head.labels", "distinct"],
+        sst2("--model.task.init_args.labels=[a,a]"),
+        ["model.task.labels", "distinct"],
         {"d/train.tsv": TSV_OK},
     ),
     # --- weights and tokenizers ---
@@ -226,7 +226,7 @@ CASES = [
     ),
     Case(
         "regression-nan-label",
-        sst2("--model.head.init_args.problem_type=regression"),
+        sst2("--model.task.init_args.problem_type=regression"),
         ["d/train.tsv:3", "'nan' is not a finite number"],
         {"d/train.tsv": "sentence\tlabel\nfine\t1.5\ngood\tnan\n", "d/dev.tsv": TSV_OK},
     ),
@@ -240,7 +240,7 @@ CASES = [
         "ckpt-last-none", ["predict", "--config", NER, *TINY, "--ckpt_path=last"], ["--ckpt_path last: no checkpoint"]
     ),
     Case("predict-untrained", ["predict", "--config", NER, *TINY], ["no --ckpt_path", "untrained"]),
-    Case("test-untrained", ["test", "--config", NER, *TINY], ["no --ckpt_path", "TokenTaggingHead"]),
+    Case("test-untrained", ["test", "--config", NER, *TINY], ["no --ckpt_path", "TokenClassification"]),
     # --- data files ---
     Case("data-dir-missing-file", ner("--data.data_dir=d"), ["d/eng.train: data.train_file not found"], {"d/x": ""}),
     conll("conll-no-tag", "EU B-ORG\nrejects O\n\nGerman\n", ["d/eng.train:4:", "'German'"]),

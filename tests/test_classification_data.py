@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.sequence_classification import SequenceClassification
 from bertkit_plugins.sequence_classification.readers import read_jsonl, read_lines, read_table
 from hypothesis import given
 from hypothesis import strategies as st
@@ -99,8 +99,7 @@ def test_truncate_pair_matches_google(len_a, len_b, budget):
 
 def test_pair_features_have_segment_ids_and_trim_the_longer_text(minilm_dir):
     tokenizer = BertTokenizer.from_pretrained(minilm_dir)
-    head = SequenceClassificationHead(text_column="a", text_pair_column="b", labels=["0", "1"])
-    head.build(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
+    head = SequenceClassification(text_column="a", text_pair_column="b", labels=["0", "1"])
     from bertkit_plugins.sequence_classification.readers import Example
 
     short, long = "a cat sat", "the dog ran far away over the hills and back home again"
@@ -121,12 +120,11 @@ def test_label_vocabulary_from_train_and_unknown_labels(tmp_path, minilm_dir):
     tokenizer = BertTokenizer.from_pretrained(minilm_dir)
     path = tmp_path / "train.tsv"
     path.write_text("sentence\tlabel\na\t10\nb\t2\nc\t2\n")
-    head = SequenceClassificationHead()
+    head = SequenceClassification()
     assert not head.ready
     examples = head.read(path)
-    head.prepare(examples)
+    head.learn(examples)
     assert head.ready and head.hparams.labels == ["2", "10"]  # numeric order, not "10" < "2"
-    head.build(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
     assert [f["labels"] for f in head.featurize(examples, tokenizer, 16)] == [1, 0, 0]
     dev = tmp_path / "dev.tsv"
     dev.write_text("sentence\tlabel\nd\t2\ne\t7\n")
@@ -139,17 +137,19 @@ def test_balanced_class_weights_and_multi_hot_batches(tmp_path, minilm_dir):
     config = BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size)
     path = tmp_path / "train.tsv"
     path.write_text("sentence\tlabel\na\tx\nb\tx\nc\tx\nd\ty\n")
-    single = SequenceClassificationHead(class_weights="balanced")
-    single.prepare(single.read(path))
-    single.build(config)
-    assert torch.allclose(single.loss_weight, torch.tensor([4 / (2 * 3), 4 / (2 * 1)]))
+    single = SequenceClassification(class_weights="balanced")
+    assert not single.ready  # the weights are counted on the training file
+    single.learn(single.read(path))
+    assert single.ready and single.hparams.balanced_weights == pytest.approx([4 / (2 * 3), 4 / (2 * 1)])
+    head = single.build_head(config, tokenizer)
+    assert torch.allclose(head.loss_weight, torch.tensor([4 / (2 * 3), 4 / (2 * 1)]))
     path.write_text("sentence\tlabel\na\tx,y\nb\tx\nc\t\nd\tz\n")
-    multi = SequenceClassificationHead(problem_type="multi_label", class_weights="balanced")
+    multi = SequenceClassification(problem_type="multi_label", class_weights="balanced")
     examples = multi.read(path)
-    multi.prepare(examples)
-    multi.build(config)
+    multi.learn(examples)
     assert multi.hparams.labels == ["x", "y", "z"] and examples[2].label == []
-    assert torch.allclose(multi.loss_weight, torch.tensor([2 / 2, 3 / 1, 3 / 1]))  # negatives / positives
+    head = multi.build_head(config, tokenizer)
+    assert torch.allclose(head.loss_weight, torch.tensor([2 / 2, 3 / 1, 3 / 1]))  # negatives / positives
     batch = pad_batch(multi.featurize(examples, tokenizer, 16))
     assert batch["labels"].tolist() == [[1, 1, 0], [1, 0, 0], [0, 0, 0], [0, 0, 1]]
 
@@ -158,7 +158,7 @@ def test_regression_labels_must_be_numbers(tmp_path):
     path = tmp_path / "sts.tsv"
     path.write_text("sentence\tlabel\na\t3.5\nb\thigh\n")
     with pytest.raises(ValueError, match=rf"{path}:3: label 'high' is not a number"):
-        SequenceClassificationHead(problem_type="regression").read(path)
+        SequenceClassification(problem_type="regression").read(path)
 
 
 def test_validation_split_is_seeded_and_reproducible(tmp_path):
@@ -166,7 +166,7 @@ def test_validation_split_is_seeded_and_reproducible(tmp_path):
     (tmp_path / "train.tsv").write_text("sentence\tlabel\n" + lines)
 
     def split(seed):
-        task = SequenceClassificationHead()  # the data module needs its task alone: no model, no trainer
+        task = SequenceClassification()  # the data module needs its task alone: no model, no trainer
         data = BertDataModule(task, data_dir=str(tmp_path), train_file="train.tsv", validation_split=0.2, seed=seed)
         data.setup("fit")
         return [e.text for e in data.examples["train"]], [e.text for e in data.examples["validation"]]
@@ -178,15 +178,15 @@ def test_validation_split_is_seeded_and_reproducible(tmp_path):
 
 def test_real_glue_files_read_completely():
     sst2, mrpc, rte = (need(DATA / p) for p in ("classification/sst2", "pair/mrpc", "pair/rte"))
-    head = SequenceClassificationHead()
+    head = SequenceClassification()
     assert [len(head.read(sst2 / f)) for f in ("train.tsv", "dev.tsv", "test.tsv")] == [60614, 6735, 872]
-    pairs = SequenceClassificationHead(
+    pairs = SequenceClassification(
         text_column="#1 String", text_pair_column="#2 String", label_column="Quality", quoting="none"
     )
     train = pairs.read(mrpc / "msr_paraphrase_train.txt")
     assert len(train) == 4076 and len(pairs.read(mrpc / "msr_paraphrase_test.txt")) == 1725
     assert {e.label for e in train} == {"0", "1"} and all(e.text and e.text_pair for e in train)
-    nli = SequenceClassificationHead(text_column="sentence1", text_pair_column="sentence2")
+    nli = SequenceClassification(text_column="sentence1", text_pair_column="sentence2")
     assert [len(nli.read(rte / f)) for f in ("train.jsonl", "validation.jsonl")] == [2490, 277]
 
 

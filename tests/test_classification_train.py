@@ -11,10 +11,11 @@ import random
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.sequence_classification import SequenceClassification
 
 from bertkit import BertDataModule, BertModule
 from bertkit.data.collate import pad_batch
+from bertkit.utils.io import text_lines
 from tests.conftest import ROOT, fit_between_validations, run_bertkit
 
 MRPC = ROOT / "recipes" / "mrpc.yaml"
@@ -48,7 +49,7 @@ def test_each_problem_type_learns(problem_type, tmp_path):
     with (tmp_path / "train.tsv").open("w", newline="") as handle:
         csv.writer(handle, delimiter="\t").writerows([("sentence", "label"), *rows])
     pl.seed_everything(0)
-    head = SequenceClassificationHead(problem_type=problem_type, labels=LABELS[problem_type])
+    head = SequenceClassification(problem_type=problem_type, labels=LABELS[problem_type])
     model = BertModule(head, learning_rate=2e-4, warmup_ratio=0.0)
     data = BertDataModule(
         data_dir=str(tmp_path), train_file="train.tsv", validation_file="train.tsv", batch_size=8, seed=0
@@ -107,8 +108,8 @@ def test_mrpc_recipe_fit_test_predict_after_reload(tmp_path):
     assert [(r["text"], r["text_pair"]) for r in records] == [(a, b) for a, b, _ in test_pairs]
 
     model = BertModule.load_from_checkpoint(last, weights_only=True).eval()
-    head = model.head
-    features = head.featurize(head.read_text(text), model.tokenizer, 128)
+    head = model.task
+    features = head.featurize(head.read_text_lines(text, text_lines(text)), model.tokenizer, 128)
     with torch.no_grad():
         probs = model(pad_batch(features))["logits"].softmax(-1)
     assert [r["label"] for r in records] == [head.hparams.labels[i] for i in probs.argmax(-1).tolist()]
@@ -153,7 +154,7 @@ def test_recipe_smoke(task, tmp_path):
     )  # fmt: skip
     run.trainer.fit(run.model, datamodule=run.datamodule)
     scores = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
-    assert run.model.head.hparams.labels == ["0", "1"]  # from train; JSON numbers become label names
+    assert run.model.task.hparams.labels == ["0", "1"]  # from train; JSON numbers become label names
     assert len(run.datamodule.examples["test"]) == 24 and "test/f1" in scores
     held_out = len(run.datamodule.examples["validation"])
     assert held_out == (24 if task == "sst2" else 2)  # sst2: dev.tsv; rte: 10 % of train

@@ -68,7 +68,7 @@ def test_predict_on_conll_and_plain_text(sample_run):
     )
     records = [json.loads(line) for line in (sample_run / "runs/ner/predictions.jsonl").read_text().splitlines()]
     from bertkit_plugins.token_tagging.conll import read_conll
-    from bertkit_plugins.token_tagging.head import SAMPLE_FILES
+    from bertkit_plugins.token_tagging.task import SAMPLE_FILES
 
     sentences = read_conll(SAMPLE_FILES["test"])
     assert [r["words"] for r in records] == [s.words for s in sentences]

@@ -6,7 +6,7 @@ import itertools
 from collections import Counter
 
 import pytest
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging import TokenClassification
 from bertkit_plugins.token_tagging.conll import entities, read_conll, to_iob2
 
 from tests.conftest import CONLL, need
@@ -79,6 +79,6 @@ def test_tag_column_out_of_range(tmp_path):
 def test_entity_type_unknown_to_the_head_is_an_error(tmp_path):
     path = tmp_path / "eng.testb"
     path.write_text("Paris I-LOC\n\nWWF I-NGO\n")
-    head = TokenTaggingHead(["PER", "LOC", "ORG", "MISC"])
-    with pytest.raises(ValueError, match=r"eng.testb:3: tag B-NGO has an entity type not in model.head.entity_types"):
+    head = TokenClassification(["PER", "LOC", "ORG", "MISC"])
+    with pytest.raises(ValueError, match=r"eng.testb:3: tag B-NGO has an entity type not in model.task.entity_types"):
         head.read(path)

@@ -1,4 +1,4 @@
-"""The CRF of ``TokenTaggingHead(crf=True)``: its forward algorithm and Viterbi agree with
+"""The CRF of ``TokenClassification(crf=True)``: its forward algorithm and Viterbi agree with
 enumerating every tag sequence, Viterbi never returns a sequence the scheme forbids (whatever the
 scores), the head trains and decodes windows of long sentences, and an export decodes the same
 way from ``transformers``' logits with ``CRF.from_export``."""
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import transformers
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging import TokenClassification, TokenClassificationHead
 from bertkit_plugins.token_tagging.conll import Sentence
 from bertkit_plugins.token_tagging.crf import CRF, FORBIDDEN, allowed_moves, log_partition, path_score, viterbi
 from hypothesis import given, settings
@@ -119,9 +119,9 @@ def test_allowed_moves_follow_the_schemes():
 
 def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
     torch.manual_seed(0)
-    with pytest.raises(ValueError, match="model.head.crf: the CRF scores the first sub-word"):
-        TokenTaggingHead(entity_types=["PER", "LOC"], crf=True, label_all_subwords=True)
-    head = TokenTaggingHead(entity_types=["PER", "LOC"], crf=True, crf_learning_rate=0.01)
+    with pytest.raises(ValueError, match="model.task.crf: the CRF scores the first sub-word"):
+        TokenClassification(entity_types=["PER", "LOC"], crf=True, label_all_subwords=True)
+    head = TokenClassification(entity_types=["PER", "LOC"], crf=True, crf_learning_rate=0.01)
     model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
     words = [
         "Peter",
@@ -154,7 +154,7 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
     with torch.no_grad():
         outputs = model(batch)
     joined = {}
-    for p in head.predict(outputs, batch):
+    for p in head.predict(model.head.decode(outputs, batch), batch):
         joined.setdefault(p["example_index"], {})[p["word_index"]] = p["tag"]
     for example in joined.values():
         assert valid([example[w] for w in sorted(example)], "IOB2") and len(example) == len(words)
@@ -171,9 +171,9 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
     with torch.no_grad():
         logits = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     assert torch.allclose(logits, outputs["logits"], atol=1e-4)
-    emissions, positions, free_start = TokenTaggingHead._words(logits, batch["word_index"])
+    emissions, positions, free_start = TokenClassificationHead._words(logits, batch["word_index"])
     theirs = CRF.from_export(tmp_path).decode(emissions, positions >= 0, free_start)
     ours = model.head.crf.decode(
-        TokenTaggingHead._words(outputs["logits"], batch["word_index"])[0], positions >= 0, free_start
+        TokenClassificationHead._words(outputs["logits"], batch["word_index"])[0], positions >= 0, free_start
     )
     assert torch.equal(theirs, ours)

@@ -148,7 +148,7 @@ def test_bf16_fit_on_the_gpu_predicts_the_same_on_the_cpu(tmp_path: Path):
     """bertkit's own loop: a tagger trains on the GPU in bf16-mixed (loss falls), its checkpoint
     loads on the CPU, and fp32 logits there equal fp32 logits on the GPU."""
     import pytorch_lightning as pl
-    from bertkit_plugins.token_tagging import TokenTaggingHead
+    from bertkit_plugins.token_tagging import TokenClassification
     from bertkit_plugins.token_tagging.conll import read_conll
 
     from bertkit import BertModule
@@ -168,7 +168,7 @@ def test_bf16_fit_on_the_gpu_predicts_the_same_on_the_cpu(tmp_path: Path):
             losses.append(float(outputs["loss"]))
 
     pl.seed_everything(0)
-    model = BertModule(TokenTaggingHead(["PER", "LOC", "ORG", "MISC"]), pretrained=None, preset="tiny",
+    model = BertModule(TokenClassification(["PER", "LOC", "ORG", "MISC"]), pretrained=None, preset="tiny",
                        vocab_file=str(vocab), learning_rate=1e-3)  # fmt: skip
     trainer = pl.Trainer(
         accelerator="gpu", devices=1, precision="bf16-mixed", max_epochs=3, limit_val_batches=0, logger=False,

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.electra import ElectraConfig, ElectraEncoder, ElectraFamily, ReplacedTokenDetectionHead
-from bertkit_plugins.pretraining import TokenMasking
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.electra import ElectraConfig, ElectraEncoder, ElectraFamily, ReplacedTokenDetection
+from bertkit_plugins.pretraining import CorpusPreparation, TokenMasking
+from bertkit_plugins.token_tagging import TokenClassification
 
 from bertkit import BertDataModule, BertModule
 from bertkit.data.collate import pad_batch
@@ -57,7 +57,7 @@ def test_registry_lists_both_families_and_chooses_by_model_type(tmp_path: Path, 
     with pytest.raises(ValueError, match=r"config.json: model_type='xlnet': no such encoder family"):
         family_of(tmp_path)
     with pytest.raises(ValueError, match=r"model.encoder='electra', but model.pretrained=.* is a 'bert' model"):
-        BertModule(TokenTaggingHead(entity_types=["PER"]), pretrained=str(minilm_dir), encoder="electra")
+        BertModule(TokenClassification(entity_types=["PER"]), pretrained=str(minilm_dir), encoder="electra")
 
 
 @pytest.mark.parametrize("unpad", [True, False])
@@ -74,7 +74,7 @@ def test_electra_encoder_equals_transformers(tmp_path: Path, minilm_dir: Path, u
     for name in ("tokenizer.json", "vocab.txt"):  # the tokenizer (ELECTRA's is BERT's)
         if (minilm_dir / name).is_file():
             shutil.copy(minilm_dir / name, tmp_path / "hf" / name)
-    model = BertModule(TokenTaggingHead(entity_types=["PER"]), pretrained=str(tmp_path / "hf"), unpad=unpad)
+    model = BertModule(TokenClassification(entity_types=["PER"]), pretrained=str(tmp_path / "hf"), unpad=unpad)
     assert model.family is ElectraFamily and model.encoder.embeddings_project is not None
     batch = _batch(model.tokenizer)
     inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
@@ -90,7 +90,7 @@ def test_electra_encoder_equals_transformers(tmp_path: Path, minilm_dir: Path, u
 
 
 def _rtd_model(minilm_dir: Path, **head_args) -> BertModule:
-    head = ReplacedTokenDetectionHead(**head_args)
+    head = ReplacedTokenDetection(**head_args)
     return BertModule(head, pretrained=None, encoder="electra", preset="mini", vocab_file=str(minilm_dir))
 
 
@@ -134,7 +134,9 @@ def test_rtd_on_another_family_uses_a_generator_of_that_family(tmp_path: Path, m
     pl.seed_everything(0)
 
     def model() -> BertModule:
-        head = ReplacedTokenDetectionHead(masking=TokenMasking(), prepare_workers=1, generator_size=0.5)
+        head = ReplacedTokenDetection(
+            masking=TokenMasking(), preparation=CorpusPreparation(workers=1), generator_size=0.5
+        )
         return BertModule(
             head, pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir), learning_rate=3e-3
         )
@@ -166,7 +168,7 @@ def test_rtd_learns_and_exports_as_electra_for_pretraining(tmp_path: Path, minil
     corpus_file(tmp_path / "train.txt", random.Random(0), documents=60)
     corpus_file(tmp_path / "valid.txt", random.Random(1), documents=12)
     pl.seed_everything(0)
-    head = ReplacedTokenDetectionHead(masking=TokenMasking(), prepare_workers=1)
+    head = ReplacedTokenDetection(masking=TokenMasking(), preparation=CorpusPreparation(workers=1))
     model = BertModule(
         head, pretrained=None, encoder="electra", preset="tiny", vocab_file=str(minilm_dir), learning_rate=1e-3
     )

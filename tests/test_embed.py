@@ -89,12 +89,12 @@ def test_bad_embed_options_are_one_line_errors(tmp_path, capsys, extra, message)
 
 @pytest.mark.parametrize("pooling", ["mean", "cls", "tokens"])
 def test_batches_run_longest_first_and_outputs_keep_the_input_order(pooling):
-    from bertkit_plugins.sequence_classification import SequenceClassificationHead
+    from bertkit_plugins.sequence_classification import SequenceClassification
 
     from bertkit.inference.embeddings import embed_texts
     from tests.test_export import tiny
 
-    model = tiny(SequenceClassificationHead(labels=["a", "b"]))
+    model = tiny(SequenceClassification(labels=["a", "b"]))
     texts = ["Oslo .", "EU rejects German call to boycott British lamb .", "Peter flew .", "A much longer line here ."]
     alone = [embed_texts(model.encoder, model.tokenizer, [t], pooling=pooling)[0][0] for t in texts]
     vectors, tokens, _ = embed_texts(model.encoder, model.tokenizer, texts, pooling=pooling, batch_size=2)

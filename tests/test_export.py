@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 import torch
 import transformers
-from bertkit_plugins.question_answering import QuestionAnsweringHead
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.question_answering import QuestionAnswering
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import TokenClassification
 from safetensors import safe_open
 
 from bertkit import BertModule
@@ -41,13 +41,13 @@ def batch(model: BertModule) -> dict[str, torch.Tensor]:
 
 
 CASES = {
-    "token": (TokenTaggingHead(entity_types=["PER", "LOC"]), transformers.BertForTokenClassification),
-    "sequence": (SequenceClassificationHead(labels=["neg", "neu", "pos"]), transformers.BertForSequenceClassification),
+    "token": (TokenClassification(entity_types=["PER", "LOC"]), transformers.BertForTokenClassification),
+    "sequence": (SequenceClassification(labels=["neg", "neu", "pos"]), transformers.BertForSequenceClassification),
     "multi_label": (
-        SequenceClassificationHead(problem_type="multi_label", labels=["a", "b"]),
+        SequenceClassification(problem_type="multi_label", labels=["a", "b"]),
         transformers.BertForSequenceClassification,
     ),
-    "qa": (QuestionAnsweringHead(), transformers.BertForQuestionAnswering),
+    "qa": (QuestionAnswering(), transformers.BertForQuestionAnswering),
 }
 
 
@@ -73,27 +73,27 @@ def test_export_loads_as_the_task_class_with_identical_logits(name, tmp_path):
             torch.testing.assert_close(ours[key][real], theirs[key][real], atol=1e-5, rtol=1e-4)
         return
     if name == "token":
-        assert hf.config.id2label == dict(enumerate(model.head.tags))
+        assert hf.config.id2label == dict(enumerate(model.task.tags))
         torch.testing.assert_close(ours["logits"][real], theirs.logits[real], atol=1e-5, rtol=1e-4)
         return
-    assert list(hf.config.id2label.values()) == model.head.hparams.labels
-    assert hf.config.problem_type == f"{model.head.hparams.problem_type}_classification"
+    assert list(hf.config.id2label.values()) == model.task.hparams.labels
+    assert hf.config.problem_type == f"{model.task.hparams.problem_type}_classification"
     torch.testing.assert_close(ours["logits"], theirs.logits, atol=1e-5, rtol=1e-4)
 
 
 def test_mean_pooling_exports_the_encoder_with_a_warning(tmp_path):
-    model = tiny(SequenceClassificationHead(labels=["a", "b"], pooling="mean"))
+    model = tiny(SequenceClassification(labels=["a", "b"], pooling="mean"))
     with pytest.warns(UserWarning, match="without the trained task layer"):
         model.save_pretrained(tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["architectures"] == ["BertModel"]
 
 
 def test_a_task_export_is_a_pretrained_encoder_for_another_recipe(tmp_path):
-    model = tiny(TokenTaggingHead(entity_types=["PER"]))
+    model = tiny(TokenClassification(entity_types=["PER"]))
     model.save_pretrained(tmp_path)
     with safe_open(tmp_path / "model.safetensors", "pt") as stored:  # as transformers saves the class: no pooler
         assert not [k for k in stored.keys() if ".pooler." in k]
-    again = BertModule(SequenceClassificationHead(labels=["a", "b"]), pretrained=str(tmp_path))
+    again = BertModule(SequenceClassification(labels=["a", "b"]), pretrained=str(tmp_path))
     for key, value in model.encoder.state_dict().items():
         if not key.startswith("pooler."):  # a classifier starts its pooler fresh, as from transformers' export
             assert torch.equal(again.encoder.state_dict()[key], value), key
@@ -109,12 +109,12 @@ def test_onnx_export_matches_bertkit(name, tmp_path):
 
 
 def test_pretraining_head_has_no_onnx_export(tmp_path):
-    from bertkit_plugins.pretraining import PreTrainingHead
+    from bertkit_plugins.pretraining import PreTraining
 
     from bertkit.inference.onnx import export_onnx
 
-    with pytest.raises(ValueError, match="PreTrainingHead has no logits to export"):
-        export_onnx(tiny(PreTrainingHead()), tmp_path / "model.onnx")
+    with pytest.raises(ValueError, match="PreTrainingHeads has no logits to export"):
+        export_onnx(tiny(PreTraining()), tmp_path / "model.onnx")
     assert not list(tmp_path.iterdir())
 
 

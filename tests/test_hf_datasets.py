@@ -51,7 +51,7 @@ def test_a_saved_dataset_dict_becomes_the_ner_splits_word_for_word(tmp_path):
     saved = tmp_path / "ner_ds"
     parts = {"train": ner_dataset(40, 0), "validation": ner_dataset(8, 1), "test": ner_dataset(9, 2)}
     datasets.DatasetDict(parts).save_to_disk(str(saved))
-    run = compose_with("ner.yaml", **{"data.hf_dataset": str(saved), "model.head.tag_scheme": "IOB2"})
+    run = compose_with("ner.yaml", **{"data.hf_dataset": str(saved), "model.task.tag_scheme": "IOB2"})
     run.datamodule.setup("fit")
     run.datamodule.setup("test")
     for split, part in parts.items():
@@ -67,7 +67,7 @@ def test_fit_and_test_read_a_dataset_through_the_cli(tmp_path):
         {"train": ner_dataset(24, 0), "validation": ner_dataset(8, 1), "test": ner_dataset(8, 2)}
     ).save_to_disk(str(saved))
     args = ["--config", str(ROOT / "recipes/ner.yaml"), *(f"--{k}={'null' if v is None else v}" for k, v in TINY.items()),
-            f"--data.hf_dataset={saved}", "--model.head.tag_scheme=IOB2", "--trainer.enable_progress_bar=false"]  # fmt: skip
+            f"--data.hf_dataset={saved}", "--model.task.tag_scheme=IOB2", "--trainer.enable_progress_bar=false"]  # fmt: skip
     run_bertkit("fit", *args, "--trainer.max_steps=2", cwd=tmp_path, env={"BERTKIT_CACHE": str(tmp_path / "cache")})
     run_bertkit("test", *args, "--ckpt_path=last", cwd=tmp_path, env={"BERTKIT_CACHE": str(tmp_path / "cache")})
     assert "test/f1" in (tmp_path / "runs/ner/test_scores.json").read_text()
@@ -110,7 +110,7 @@ def test_squad_rows_in_json_lines_keep_their_answers(tmp_path):
 
 def test_a_missing_split_is_an_error_naming_the_splits_there(tmp_path):
     datasets.DatasetDict({"train": ner_dataset(4, 0)}).save_to_disk(str(tmp_path / "ds"))
-    run = compose_with("ner.yaml", **{"data.hf_dataset": str(tmp_path / "ds"), "model.head.tag_scheme": "IOB2"})
+    run = compose_with("ner.yaml", **{"data.hf_dataset": str(tmp_path / "ds"), "model.task.tag_scheme": "IOB2"})
     with pytest.raises(FileNotFoundError, match=r"data.validation_file='eng.testa': .* has no split 'eng.testa' or "
                        r"'validation' \(its splits: train\)"):  # fmt: skip
         run.datamodule.setup("fit")

@@ -7,7 +7,7 @@ import os
 
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.sequence_classification import SequenceClassification
 from bertkit_plugins.sequence_classification.readers import read_table
 from bertkit_plugins.token_tagging.conll import read_conll
 
@@ -62,7 +62,7 @@ def test_atomic_files_and_checkpoints_follow_the_umask(tmp_path):
 def test_partial_predict_writes_records_for_the_predicted_examples_only(tmp_path):
     texts = ["short", "a rather longer text than the others here", "a text of middle length", "x"]
     (tmp_path / "p.txt").write_text("\n".join(texts) + "\n")
-    head = SequenceClassificationHead(labels=["neg", "pos"])
+    head = SequenceClassification(labels=["neg", "pos"])
     model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
     data = BertDataModule(data_dir=str(tmp_path), predict_file="p.txt", eval_batch_size=2)
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, limit_predict_batches=1)

@@ -4,7 +4,7 @@ copies): per-feature predictions grouped by ``example_index``, nothing silently 
 from __future__ import annotations
 
 import pytest
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
+from bertkit_plugins.sequence_classification import SequenceClassification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +16,7 @@ from bertkit import by_example
 def test_groups_keep_every_feature_in_order(per_example, random):
     predictions = [{"example_index": e, "k": k} for e, n in enumerate(per_example) for k in range(n)]
     random.shuffle(predictions)
-    groups = by_example(predictions, len(per_example), SequenceClassificationHead())
+    groups = by_example(predictions, len(per_example), SequenceClassification())
     assert [len(g) for g in groups] == per_example
     for e, group in enumerate(groups):
         assert all(p["example_index"] == e for p in group)
@@ -24,15 +24,15 @@ def test_groups_keep_every_feature_in_order(per_example, random):
 
 
 def test_a_missing_or_foreign_example_is_an_error_naming_the_head():
-    head = SequenceClassificationHead()
-    with pytest.raises(ValueError, match=r"SequenceClassificationHead: no prediction for example\(s\) \[1\]"):
+    head = SequenceClassification()
+    with pytest.raises(ValueError, match=r"SequenceClassification: no prediction for example\(s\) \[1\]"):
         by_example([{"example_index": 0}, {"example_index": 2}], 3, head)
     with pytest.raises(ValueError, match="prediction for example 5, but there are 3 examples"):
         by_example([{"example_index": 5}], 3, head)
 
 
 def test_the_default_format_refuses_several_features_per_example():
-    head = SequenceClassificationHead(labels=["a", "b"])
+    head = SequenceClassification(labels=["a", "b"])
     one = {"example_index": 0, "scores": [0.2, 0.8]}
     with pytest.raises(ValueError, match="example 0 has several features"):
         head.format_predictions([object()], [one, one])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging import TokenClassification
 
 from bertkit import BertModule
 
@@ -13,15 +13,15 @@ from bertkit import BertModule
 @pytest.fixture
 def tiny(minilm_dir) -> BertModule:
     return BertModule(
-        TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt")
+        TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt")
     )
 
 
 def test_fresh_preset_encoder(tiny):
     assert tiny.encoder.config.num_hidden_layers == 2 and tiny.encoder.config.vocab_size == tiny.tokenizer.vocab_size
     assert tiny.hparams["task"] == {
-        "class_path": "bertkit_plugins.token_tagging.head.TokenTaggingHead",
-        "init_args": dict(TokenTaggingHead(["PER"]).hparams),
+        "class_path": "bertkit_plugins.token_tagging.task.TokenClassification",
+        "init_args": dict(TokenClassification(["PER"]).hparams),
     }
 
 
@@ -51,11 +51,11 @@ def test_weight_decay_groups_and_linear_schedule(tiny):
 
 def test_bad_settings_are_named(minilm_dir):
     with pytest.raises(ValueError, match="warmup_ratio"):
-        BertModule(TokenTaggingHead(["PER"]), warmup_ratio=1.5)
+        BertModule(TokenClassification(["PER"]), warmup_ratio=1.5)
     with pytest.raises(ValueError, match="preset and vocab_file"):
-        BertModule(TokenTaggingHead(["PER"]), pretrained=None)
+        BertModule(TokenClassification(["PER"]), pretrained=None)
     with pytest.raises(FileNotFoundError, match="registered: all-MiniLM-L6-v2"):
-        BertModule(TokenTaggingHead(["PER"]), pretrained="bert-base-uncased")
+        BertModule(TokenClassification(["PER"]), pretrained="bert-base-uncased")
 
 
 def test_training_step_reduces_loss_on_a_batch(tiny):
@@ -65,7 +65,7 @@ def test_training_step_reduces_loss_on_a_batch(tiny):
 
     pl.seed_everything(0)
     sentences = [Sentence(["Marta", "met", "Tomas"], ["B-PER", "O", "B-PER"], "mem:1", [1, 2, 3])] * 4
-    batch = pad_batch(tiny.head.featurize(sentences, tiny.tokenizer, 16), tiny.tokenizer.pad_token_id)
+    batch = pad_batch(tiny.task.featurize(sentences, tiny.tokenizer, 16), tiny.tokenizer.pad_token_id)
     optimizer = torch.optim.AdamW(tiny.parameters(), lr=1e-3)
     losses = []
     for _ in range(20):
@@ -78,25 +78,24 @@ def test_training_step_reduces_loss_on_a_batch(tiny):
 def test_every_head_gives_the_same_outputs_unpadded_and_padded(minilm_dir):
     """Classification (cls and mean pooling), QA spans and MLM read the packed encoder output
     through ``EncoderOutput.map_tokens``/``select``/the pooler: same outputs as the padded path."""
-    from bertkit_plugins.pretraining import PreTrainingHead
-    from bertkit_plugins.question_answering import QuestionAnsweringHead
-    from bertkit_plugins.sequence_classification import SequenceClassificationHead
+    from bertkit_plugins.pretraining import PreTraining
+    from bertkit_plugins.question_answering import QuestionAnswering
+    from bertkit_plugins.sequence_classification import SequenceClassification
 
     from bertkit.data.collate import pad_batch
 
     vocab = str(minilm_dir / "vocab.txt")
     heads = {
-        "cls": lambda: SequenceClassificationHead(labels=["a", "b"]),
-        "mean": lambda: SequenceClassificationHead(labels=["a", "b"], pooling="mean"),
-        "qa": QuestionAnsweringHead,
-        "mlm": PreTrainingHead,
+        "cls": lambda: SequenceClassification(labels=["a", "b"]),
+        "mean": lambda: SequenceClassification(labels=["a", "b"], pooling="mean"),
+        "qa": QuestionAnswering,
+        "mlm": PreTraining,
     }
     pl.seed_everything(0)
     texts = ["A short one .", "A somewhat longer sentence about [MASK] in Rome .", "[MASK] ok"]
     for name, make in heads.items():
         torch.manual_seed(0)
         model = BertModule(make(), pretrained=None, preset="tiny", vocab_file=vocab).eval()
-        model.head._tokenizer = model.tokenizer  # the MLM head finds [MASK] through its tokenizer
         encodings = model.tokenizer.encode_batch(texts, max_length=32)
         batch = pad_batch(
             [{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encodings],
@@ -129,9 +128,9 @@ def test_compiled_blocks_give_the_same_outputs_and_keys(minilm_dir):
     for compiled in (False, True):
         torch.manual_seed(0)
         model = BertModule(
-            TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=vocab, compile=compiled
+            TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file=vocab, compile=compiled
         )
-        batch = pad_batch(model.head.featurize(sentences, model.tokenizer, 16), model.tokenizer.pad_token_id)
+        batch = pad_batch(model.task.featurize(sentences, model.tokenizer, 16), model.tokenizer.pad_token_id)
         with torch.no_grad():
             logits.append(model.eval()(batch)["logits"])
         keys = set(model.state_dict())

@@ -1,7 +1,7 @@
-"""Several heads on one encoder: the task-mixing and evaluation batch orders, the
-multi-task head's checks and loss weights, a Python run whose per-task metrics and predictions
-come back namespaced, the same heads on RoBERTa and ModernBERT encoders, and the multi-task recipe through the CLI (fit, then predict in a new
-process from the checkpoint)."""
+"""Several tasks on one encoder: the task-mixing and evaluation batch orders, the multi-task
+task's checks and loss weights, a Python run whose per-task metrics and predictions come back
+namespaced, the same tasks on RoBERTa and ModernBERT encoders, and the multi-task recipe through
+the CLI (fit, then predict in a new process from the checkpoint)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ from collections import Counter
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.multitask import MultiTask
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import TokenClassification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertkit import BertDataModule, BertModule, Head, MultiTaskHead, TaskData
+from bertkit import BertDataModule, BertModule, TaskData
 from bertkit.data.samplers import TaskEvalBatchSampler, TaskMixingBatchSampler
+from bertkit.tasks.task import Task
 from tests.conftest import FAST, ROOT, run_bertkit
 from tests.test_classification_train import toy_rows
 
@@ -71,33 +73,33 @@ def test_eval_batches_take_every_feature_once_and_the_tasks_in_turn(tasks, batch
     assert sorted(first) == sorted(set(tasks))  # the first round has a batch of every task
 
 
-def heads() -> dict[str, Head]:
-    return {"ner": TokenTaggingHead(entity_types=ENTITY_TYPES), "colours": SequenceClassificationHead()}
+def tasks() -> dict[str, Task]:
+    return {"ner": TokenClassification(entity_types=ENTITY_TYPES), "colours": SequenceClassification()}
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"heads": {}}, "at least one head"),
-        ({"heads": {"ner-task": SequenceClassificationHead()}}, "must be a Python identifier"),
+        ({"tasks": {}}, "at least one task"),
+        ({"tasks": {"ner-task": SequenceClassification()}}, "must be a Python identifier"),
         ({"loss_weights": {"sst2": 1.0}}, r"\['sst2'\] are not tasks"),
         ({"loss_weights": {"ner": -1.0}}, "must be >= 0"),
     ],
 )
-def test_multitask_head_checks_its_settings(kwargs, message):
+def test_multitask_checks_its_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        MultiTaskHead(**{"heads": heads(), **kwargs})
+        MultiTask(**{"tasks": tasks(), **kwargs})
 
 
-def test_heads_that_pad_one_key_differently_are_refused():
-    class First(SequenceClassificationHead):
+def test_tasks_that_pad_one_key_differently_are_refused():
+    class First(SequenceClassification):
         pad_values = {"span": -1}
 
-    class Second(SequenceClassificationHead):
+    class Second(SequenceClassification):
         pad_values = {"span": 0}
 
     with pytest.raises(ValueError, match="pads 'span' with 0"):
-        MultiTaskHead({"a": First(), "b": Second()})
+        MultiTask({"a": First(), "b": Second()})
 
 
 def test_data_module_refuses_top_level_files_with_tasks():
@@ -118,11 +120,9 @@ def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tm
     write_colours(tmp_path)
     pl.seed_everything(0)
     # Labels given, so that validation can run before fit (the CLI test learns them from the file).
-    colours_head = SequenceClassificationHead(labels=["animal", "both", "colour"])
-    head = MultiTaskHead(
-        {"ner": TokenTaggingHead(entity_types=ENTITY_TYPES), "colours": colours_head}, {"colours": 0.5}
-    )
-    model = BertModule(head, learning_rate=2e-4, warmup_ratio=0.0)
+    colours_task = SequenceClassification(labels=["animal", "both", "colour"])
+    task = MultiTask({"ner": TokenClassification(entity_types=ENTITY_TYPES), "colours": colours_task}, {"colours": 0.5})
+    model = BertModule(task, learning_rate=2e-4, warmup_ratio=0.0)
     colours = str(tmp_path / "train.tsv")
     tasks = {
         "ner": TaskData(train_file="train", validation_file="validation", test_file="test", predict_file="test"),
@@ -136,9 +136,9 @@ def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tm
     before = trainer.validate(model, datamodule=data, verbose=False)[0]
     trainer.fit(model, datamodule=data)
     after = trainer.test(model, datamodule=data, verbose=False)[0]
-    for task, score in (("ner", "f1"), ("colours", "accuracy")):  # each head learned its task
-        assert after[f"test/{task}/loss"] < 0.5 * before[f"val/{task}/loss"], (before, after)
-        assert after[f"test/{task}/{score}"] > before[f"val/{task}/{score}"] + 0.2
+    for name, score in (("ner", "f1"), ("colours", "accuracy")):  # each head learned its task
+        assert after[f"test/{name}/loss"] < 0.5 * before[f"val/{name}/loss"], (before, after)
+        assert after[f"test/{name}/{score}"] > before[f"val/{name}/{score}"] + 0.2
     assert not [k for k in after if k.startswith("test/") and k.count("/") == 1 and k != "test/loss"]
 
     # The batch loss is the task's loss times its weight.
@@ -148,16 +148,16 @@ def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tm
     assert outputs["loss"] == pytest.approx(0.5 * outputs["colours/loss"].item())
 
     records = [r for batch in trainer.predict(model, datamodule=data) for r in batch]
-    formatted = head.format_predictions(data.examples["predict"], records)
+    formatted = task.format_predictions(data.examples["predict"], records)
     assert Counter(r["task"] for r in formatted) == Counter(e.task for e in data.examples["predict"])
     colour_records = [r for r in formatted if r["task"] == "colours"]
     assert {r["label"] for r in colour_records} <= {"animal", "both", "colour"}
     assert all("entities" in r for r in formatted if r["task"] == "ner")
 
-    stored = model.hparams["task"]["init_args"]  # every head's spec
-    assert stored["heads"]["colours"]["init_args"]["labels"] == ["animal", "both", "colour"]
+    stored = model.hparams["task"]["init_args"]  # every task's spec
+    assert stored["tasks"]["colours"]["init_args"]["labels"] == ["animal", "both", "colour"]
     rebuilt = BertModule(model.hparams["task"])
-    assert rebuilt.head.heads["colours"].hparams.labels == ["animal", "both", "colour"]
+    assert rebuilt.task.tasks["colours"].hparams.labels == ["animal", "both", "colour"]
     rebuilt.load_state_dict(model.state_dict())
     with torch.no_grad():
         assert torch.equal(rebuilt.eval()(batch)["logits"], outputs["logits"])
@@ -169,12 +169,12 @@ def test_two_tasks_train_on_other_encoder_families(tmp_path, minilm_dir, family)
     fall, and the export (the encoder alone: no transformers class has two heads) loads back."""
     write_colours(tmp_path)
     pl.seed_everything(0)
-    heads = {
-        "ner": TokenTaggingHead(entity_types=ENTITY_TYPES),
-        "colours": SequenceClassificationHead(labels=["animal", "both", "colour"]),
+    named = {
+        "ner": TokenClassification(entity_types=ENTITY_TYPES),
+        "colours": SequenceClassification(labels=["animal", "both", "colour"]),
     }
     model = BertModule(
-        MultiTaskHead(heads), pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir),
+        MultiTask(named), pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir),
         learning_rate=1e-3, warmup_ratio=0.0,
     )  # fmt: skip
     colours = str(tmp_path / "train.tsv")
@@ -194,7 +194,7 @@ def test_two_tasks_train_on_other_encoder_families(tmp_path, minilm_dir, family)
     assert after["val/colours/loss"] < before["val/colours/loss"], (before, after)  # slower from scratch
     with pytest.warns(UserWarning, match="encoder only"):
         model.save_pretrained(tmp_path / "export")
-    again = BertModule(TokenTaggingHead(entity_types=ENTITY_TYPES), pretrained=str(tmp_path / "export"))
+    again = BertModule(TokenClassification(entity_types=ENTITY_TYPES), pretrained=str(tmp_path / "export"))
     assert again.family is model.family
     for key, value in model.encoder.state_dict().items():
         assert torch.equal(again.encoder.state_dict()[key], value), key
@@ -211,7 +211,7 @@ def test_multitask_recipe_fits_and_predicts_through_the_cli(tmp_path):
     run_bertkit("predict", "--config", str(RECIPE), task_data, *files, "--ckpt_path=best", cwd=tmp_path)
     lines = (tmp_path / "runs" / "multitask" / "predictions.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    sample = TokenTaggingHead(entity_types=ENTITY_TYPES).sample_files()["test"]
-    ner_sentences = len(TokenTaggingHead(entity_types=ENTITY_TYPES).read(sample))
+    sample = TokenClassification(entity_types=ENTITY_TYPES).sample_files()["test"]
+    ner_sentences = len(TokenClassification(entity_types=ENTITY_TYPES).read(sample))
     assert Counter(r["task"] for r in records) == {"ner": ner_sentences, "sst2": 64}
     assert {r["label"] for r in records if r["task"] == "sst2"} <= {"animal", "both", "colour"}

@@ -1,4 +1,4 @@
-"""Document context for NER (``TokenTaggingHead(context=K)``, FLERT): each window is encoded
+"""Document context for NER (``TokenClassification(context=K)``, FLERT): each window is encoded
 with up to K tokens of its neighbours from the same document only, within ``max_length``, and
 only its own words carry labels and word indices."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging import TokenClassification
 
 from bertkit.model.pretrained import load_tokenizer
 from bertkit.model.tokenizer import BertTokenizer
@@ -43,7 +43,7 @@ def own_ids(tokenizer: BertTokenizer, words: list[str]) -> list[int]:
 
 def test_a_window_is_encoded_with_its_documents_neighbours_only(tmp_path: Path, tokenizer) -> None:
     (tmp_path / "docs.conll").write_text(DOCS)
-    head = TokenTaggingHead(entity_types=["PER", "LOC", "ORG"], context=3)
+    head = TokenClassification(entity_types=["PER", "LOC", "ORG"], context=3)
     sentences = head.read(tmp_path / "docs.conll")
     assert [s.document for s in sentences][:3] == [sentences[0].document] * 3 != [sentences[3].document] * 3
     ids = [own_ids(tokenizer, s.words) for s in sentences]
@@ -61,14 +61,14 @@ def test_a_window_is_encoded_with_its_documents_neighbours_only(tmp_path: Path, 
         assert owned == list(range(len(sentence.words)))  # its own words, each once
         labelled = [i for i, label in enumerate(feature["labels"]) if label != -100]
         assert labelled == [i for i, w in enumerate(feature["word_index"]) if w >= 0]
-    plain = TokenTaggingHead(entity_types=["PER", "LOC", "ORG"]).featurize(sentences, tokenizer, max_length=64)
+    plain = TokenClassification(entity_types=["PER", "LOC", "ORG"]).featurize(sentences, tokenizer, max_length=64)
     assert [f["input_ids"] for f in plain] == [[cls, *own, sep] for own in ids]
 
 
 def test_context_gives_way_to_the_windows_own_tokens(tmp_path: Path, tokenizer) -> None:
     words = [f"w{i}" for i in range(40)]
     (tmp_path / "long.conll").write_text("".join(f"{w} O\n" for w in words) + "\nshort O\nend O\n")
-    head = TokenTaggingHead(entity_types=["PER"], context=64, stride=4)
+    head = TokenClassification(entity_types=["PER"], context=64, stride=4)
     sentences = head.read(tmp_path / "long.conll")
     features = head.featurize(sentences, tokenizer, max_length=24)
     assert all(len(f["input_ids"]) <= 24 for f in features)
@@ -78,7 +78,7 @@ def test_context_gives_way_to_the_windows_own_tokens(tmp_path: Path, tokenizer) 
 
 
 def test_paragraphs_of_a_text_file_are_documents(tmp_path: Path, tokenizer) -> None:
-    head = TokenTaggingHead(entity_types=["PER"], context=16)
+    head = TokenClassification(entity_types=["PER"], context=16)
     lines = enumerate(["Anna met Tom .", "They left .", "", "", "Oslo is cold ."], 1)
     sentences = head.read_text_lines(tmp_path / "x.txt", lines)
     assert sentences[0].document == sentences[1].document != sentences[2].document
@@ -87,8 +87,8 @@ def test_paragraphs_of_a_text_file_are_documents(tmp_path: Path, tokenizer) -> N
 
 
 def test_a_negative_context_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"model.head.context=-1: expected a number of tokens >= 0"):
-        TokenTaggingHead(entity_types=["PER"], context=-1)
+    with pytest.raises(ValueError, match=r"model.task.context=-1: expected a number of tokens >= 0"):
+        TokenClassification(entity_types=["PER"], context=-1)
 
 
 def test_each_request_to_a_predictor_is_a_document_of_its_own() -> None:
@@ -96,7 +96,7 @@ def test_each_request_to_a_predictor_is_a_document_of_its_own() -> None:
     from bertkit.inference.predictor import Predictor
 
     model = BertModule(
-        TokenTaggingHead(entity_types=["PER"], context=16),
+        TokenClassification(entity_types=["PER"], context=16),
         pretrained=None,
         preset="tiny",
         vocab_file="all-MiniLM-L6-v2",

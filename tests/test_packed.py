@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
-from bertkit_plugins.token_tagging.head import SAMPLE_FILES
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import TokenClassification
+from bertkit_plugins.token_tagging.task import SAMPLE_FILES
 from torch import nn
 
 from bertkit import BertDataModule, BertModule
@@ -44,7 +44,7 @@ def test_a_packed_linear_computes_what_the_linear_does_and_unpacks_to_it() -> No
 
 
 def test_packing_a_model_is_undone_exactly() -> None:
-    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    model = tiny(SequenceClassification(labels=["neg", "pos"]))
     state = {k: v.clone() for k, v in model.state_dict().items()}
     linears = count(model.encoder, nn.Linear)
     assert pack_linears(model.encoder) == linears and count(model.encoder, nn.Linear) == 0
@@ -54,7 +54,7 @@ def test_packing_a_model_is_undone_exactly() -> None:
 
 
 def test_an_export_loads_packed_and_every_conversion_unpacks_first(tmp_path: Path) -> None:
-    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    model = tiny(SequenceClassification(labels=["neg", "pos"]))
     model.save_pretrained(tmp_path)
     save_serving_config(model, tmp_path, 32)
     reference = Predictor.from_model(model, max_length=32)
@@ -77,7 +77,10 @@ def test_an_export_loads_packed_and_every_conversion_unpacks_first(tmp_path: Pat
 
 def test_bertkit_predict_runs_packed_and_leaves_the_module_as_it_was() -> None:
     model = BertModule(
-        TokenTaggingHead(["PER", "LOC", "ORG", "MISC"]), pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2"
+        TokenClassification(["PER", "LOC", "ORG", "MISC"]),
+        pretrained=None,
+        preset="tiny",
+        vocab_file="all-MiniLM-L6-v2",
     )
     state = {k: v.clone() for k, v in model.state_dict().items()}
     batches, packed_layers = [], []

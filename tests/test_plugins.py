@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -31,20 +33,22 @@ BUILTIN = {
 
 
 def pip_install_target(project: Path, target: Path) -> None:
-    """Install a fixture distribution into ``target`` (used via PYTHONPATH; the test env stays clean)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--no-deps",
-        "--no-build-isolation",
-        "--target",
-        str(target),
-        str(project),
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=300)
+    """Install a fixture distribution into ``target`` (used via PYTHONPATH; the test env stays
+    clean), built from a copy: test processes running at once never share a build folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = shutil.copytree(project, Path(tmp) / project.name, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+        ]
+        subprocess.run([*cmd, str(copy)], check=True, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +68,11 @@ def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
     infos = {p["name"]: p for p in json.loads(proc.stdout)}
     demo = infos["demo_head"]
     assert demo["distribution"] == "bertkit-demo-head" and demo["version"] == "0.3.1"
-    assert demo["hooks"] == ["register_heads"] and demo["registered"] == {"heads": ["MLPTaggingHead"]}
-    assert infos["token_tagging"]["registered"] == {"heads": ["SpanHead", "TokenTaggingHead"]}
+    assert demo["hooks"] == ["register_tasks"] and demo["registered"] == {"tasks": ["MLPTokenClassification"]}
+    assert infos["token_tagging"]["registered"] == {"tasks": ["SpanClassification", "TokenClassification"]}
+    assert infos["token_tagging"]["deprecated"] == {"tasks": ["SpanHead", "TokenTaggingHead"]}  # release 0.1's
     assert infos["pretrained"]["registered"] == {"pretrained": ["all-MiniLM-L6-v2"]}
-    assert infos["electra"]["registered"] == {"heads": ["ReplacedTokenDetectionHead"], "encoders": ["electra"]}
+    assert infos["electra"]["registered"] == {"tasks": ["ReplacedTokenDetection"], "encoders": ["electra"]}
     # The broken ones are skipped with a warning that names them; the command still works.
     assert "broken_import" not in infos and "misspelled" not in infos
     assert "bertkit plugin 'broken_import'" in proc.stderr and "needs a package that is not installed" in proc.stderr
@@ -87,10 +92,10 @@ def test_strict_mode_makes_a_broken_plugin_an_error(site, tmp_path):
     assert proc.returncode != 0 and "PluginError" in proc.stderr and "broken_import" in proc.stderr
 
 
-def test_recipe_uses_third_party_head_by_short_name(site, tmp_path):
+def test_recipe_uses_third_party_task_by_short_name(site, tmp_path):
     recipe = tmp_path / "mlp.yaml"
     recipe.write_text(
-        "model:\n  head:\n    class_path: MLPTaggingHead\n    init_args:\n"
+        "model:\n  task:\n    class_path: MLPTokenClassification\n    init_args:\n"
         "      entity_types: [PER, LOC, ORG, MISC]\n      hidden_units: 16\n"
     )
     args = ["fit", "--config", str(RECIPE), "--config", str(recipe), *FAST, "--trainer.limit_val_batches=0"]
@@ -98,19 +103,19 @@ def test_recipe_uses_third_party_head_by_short_name(site, tmp_path):
     import torch
 
     ckpt = torch.load(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
-    assert ckpt["hyper_parameters"]["task"]["class_path"] == "bertkit_demo_head.MLPTaggingHead"
+    assert ckpt["hyper_parameters"]["task"]["class_path"] == "bertkit_demo_head.MLPTokenClassification"
     assert "head.classifier.2.weight" in ckpt["state_dict"]
 
 
 def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
     recipe = tmp_path / "listed.yaml"
     recipe.write_text(
-        "plugins: [bertkit_demo_head]\nmodel:\n  head:\n    class_path: MLPTaggingHead\n    init_args:\n      entity_types: [PER]\n"
+        "plugins: [bertkit_demo_head]\nmodel:\n  task:\n    class_path: MLPTokenClassification\n    init_args:\n      entity_types: [PER]\n"
     )
     proc = run_bertkit_fresh(
         "fit", "--config", str(recipe), "--print_config", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="")
     )
-    assert "class_path: bertkit_demo_head.MLPTaggingHead" in proc.stdout
+    assert "class_path: bertkit_demo_head.MLPTokenClassification" in proc.stdout
     missing = tmp_path / "missing.yaml"
     missing.write_text("plugins: [no_such_plugin_module]\n")
     proc = run_bertkit_fresh("fit", "--config", str(missing), cwd=tmp_path, check=False)

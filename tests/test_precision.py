@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging import TokenClassification
 from bertkit_plugins.token_tagging.conll import Sentence
 from pytorch_lightning.plugins import MixedPrecision
 
@@ -105,11 +105,11 @@ class ClipRecorder(BertModule):
 def _clip_run(precision: str, vocab: str) -> ClipRecorder:
     pl.seed_everything(0)
     model = ClipRecorder(
-        TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=vocab, learning_rate=1e-3
+        TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file=vocab, learning_rate=1e-3
     )
     model.norms_before, model.norms_after, model.clipped = [], [], []
     sentences = [Sentence(["Marta", "met", "Tomas", "today"], ["B-PER", "O", "B-PER", "O"], "mem:1", [1, 2, 3, 4])] * 4
-    batch = pad_batch(model.head.featurize(sentences, model.tokenizer, 16), model.tokenizer.pad_token_id)
+    batch = pad_batch(model.task.featurize(sentences, model.tokenizer, 16), model.tokenizer.pad_token_id)
     loader = torch.utils.data.DataLoader([batch], batch_size=None)
     trainer = pl.Trainer(
         max_steps=1, gradient_clip_val=0.05, logger=False, enable_checkpointing=False,
@@ -146,7 +146,7 @@ def test_unpadded_and_padded_train_alike(precision, minilm_dir):
     states = []
     for unpad in (True, False):
         pl.seed_everything(0)
-        model = BertModule(TokenTaggingHead(["PER"]), pretrained=None, preset="tiny", vocab_file=vocab, unpad=unpad)
+        model = BertModule(TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file=vocab, unpad=unpad)
         model.encoder.config.hidden_dropout_prob = 0.0
         for module in model.modules():  # no dropout: the two paths draw their masks differently
             if isinstance(module, torch.nn.Dropout):
@@ -155,7 +155,7 @@ def test_unpadded_and_padded_train_alike(precision, minilm_dir):
             block.attention.self.dropout_p = 0.0
         sentences = [Sentence(["Ana", "met", "Bo", "in", "Rome"], ["B-PER", "O", "B-PER", "O", "O"], "m:1", [1] * 5),
                      Sentence(["Hi"], ["O"], "m:2", [2])]  # fmt: skip
-        batch = pad_batch(model.head.featurize(sentences, model.tokenizer, 16), model.tokenizer.pad_token_id)
+        batch = pad_batch(model.task.featurize(sentences, model.tokenizer, 16), model.tokenizer.pad_token_id)
         trainer = pl.Trainer(
             max_steps=1, gradient_clip_val=1.0, logger=False, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, **precision_args(precision),

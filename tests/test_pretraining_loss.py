@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from bertkit_plugins.pretraining import MaskedLMHead, PreTrainingHead
+from bertkit_plugins.pretraining import MaskedLMPredictionHead, PreTraining
 from bertkit_plugins.pretraining.loss import LogitsBuffer, linear_cross_entropy
 
 from bertkit import BertModule
@@ -66,7 +66,7 @@ def test_the_head_trains_on_the_fused_loss_with_the_unfused_gradients(
     minilm_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     torch.manual_seed(0)
-    model = BertModule(PreTrainingHead(), pretrained=None, preset="tiny", vocab_file=str(minilm_dir)).eval()
+    model = BertModule(PreTraining(), pretrained=None, preset="tiny", vocab_file=str(minilm_dir)).eval()
     encoded = model.tokenizer.encode_batch(["The cat sat on the mat today.", "A rainy day"], ["It was warm.", "Rain."])
     batch = pad_batch([{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded])
     labels = torch.full_like(batch["input_ids"], -100)
@@ -81,7 +81,7 @@ def test_the_head_trains_on_the_fused_loss_with_the_unfused_gradients(
 
     fused, fused_grads = step()
     assert "mlm_logits" not in fused and fused["mlm_token_losses"].shape == (3,)
-    monkeypatch.setattr(MaskedLMHead, "_fused_loss", staticmethod(lambda hidden, decoder: False))
+    monkeypatch.setattr(MaskedLMPredictionHead, "_fused_loss", staticmethod(lambda hidden, decoder: False))
     unfused, unfused_grads = step()
     assert unfused["mlm_logits"].shape == (3, model.tokenizer.vocab_size)
     torch.testing.assert_close(fused["mlm_token_losses"], unfused["mlm_token_losses"], atol=1e-5, rtol=1e-5)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.pretraining import MaskedLMHead, NgramMasking, PreTrainingHead, WholeWordMasking
-from bertkit_plugins.pretraining.head import PreTrainingInstances
+from bertkit_plugins.pretraining import CorpusPreparation, MaskedLM, NgramMasking, PreTraining, WholeWordMasking
 from bertkit_plugins.pretraining.prepare import prepare
 from bertkit_plugins.pretraining.shards import Shards
+from bertkit_plugins.pretraining.task import PreTrainingInstances
 
 from bertkit import BertDataModule, BertModule, compose
 from bertkit.data.collate import pad_batch
@@ -34,7 +34,7 @@ def test_mlm_loss_falls_on_a_tiny_corpus(tmp_path: Path, minilm_dir: Path) -> No
     corpus_file(tmp_path / "train.txt", random.Random(0), documents=60)
     corpus_file(tmp_path / "valid.txt", random.Random(1), documents=12)
     pl.seed_everything(0)
-    head = PreTrainingHead(masking=WholeWordMasking(), dynamic_masking=True, prepare_workers=1)
+    head = PreTraining(masking=WholeWordMasking(), dynamic_masking=True, preparation=CorpusPreparation(workers=1))
     model = BertModule(head, pretrained=None, preset="tiny", vocab_file=str(minilm_dir), learning_rate=1e-3)
     data = BertDataModule(
         data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", max_length=64, batch_size=16
@@ -50,7 +50,7 @@ def test_mlm_loss_falls_on_a_tiny_corpus(tmp_path: Path, minilm_dir: Path) -> No
 def test_export_loads_in_transformers_with_identical_logits(tmp_path: Path, minilm_dir: Path) -> None:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    model = BertModule(PreTrainingHead(), pretrained=None, preset="tiny", vocab_file=str(minilm_dir)).eval()
+    model = BertModule(PreTraining(), pretrained=None, preset="tiny", vocab_file=str(minilm_dir)).eval()
     with torch.no_grad():  # heads away from their zero/one initialisation
         for p in model.head.parameters():
             p.add_(torch.randn_like(p) * 0.1)
@@ -62,7 +62,6 @@ def test_export_loads_in_transformers_with_identical_logits(tmp_path: Path, mini
     tokenizer = model.tokenizer
     encoded = tokenizer.encode_batch(["The [MASK] sat on the mat.", "A [MASK] [MASK] day"], ["It was [MASK].", "Rain."])
     batch = pad_batch([{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded])
-    model.head._tokenizer = tokenizer
     with torch.no_grad():
         ours = model(batch)
         theirs = hf(**{k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")})
@@ -71,15 +70,15 @@ def test_export_loads_in_transformers_with_identical_logits(tmp_path: Path, mini
     torch.testing.assert_close(ours["mlm_logits"], theirs.prediction_logits[chosen], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(ours["sentence_logits"], theirs.seq_relationship_logits, atol=1e-5, rtol=1e-5)
     # and the export is a `pretrained` directory for fine-tuning (cls.* tensors left to heads)
-    again = BertModule(PreTrainingHead(), pretrained=str(tmp_path / "export"))
+    again = BertModule(PreTraining(), pretrained=str(tmp_path / "export"))
     torch.testing.assert_close(again.encoder.state_dict(), model.encoder.state_dict())
 
 
 def test_masked_lm_head_alone_exports_as_bert_for_masked_lm(tmp_path: Path, minilm_dir: Path) -> None:
-    """MLM without a sentence task is its own head; PreTrainingHead is that head plus NSP/SOP."""
+    """MLM without a sentence task is its own head; PreTraining is that head plus NSP/SOP."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    model = BertModule(MaskedLMHead(), pretrained=None, preset="tiny", vocab_file=str(minilm_dir)).eval()
+    model = BertModule(MaskedLM(), pretrained=None, preset="tiny", vocab_file=str(minilm_dir)).eval()
     with torch.no_grad():
         for p in model.head.parameters():
             p.add_(torch.randn_like(p) * 0.1)
@@ -89,20 +88,19 @@ def test_masked_lm_head_alone_exports_as_bert_for_masked_lm(tmp_path: Path, mini
     hf = transformers.BertForMaskedLM.from_pretrained(tmp_path / "export").eval()
     encoded = model.tokenizer.encode_batch(["The [MASK] sat on the mat.", "A [MASK] day"])
     batch = pad_batch([{"input_ids": e.input_ids, "token_type_ids": e.token_type_ids} for e in encoded])
-    model.head._tokenizer = model.tokenizer
     with torch.no_grad():
         ours = model(batch)["mlm_logits"]
         theirs = hf(**{k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}).logits
     chosen = batch["input_ids"] == model.tokenizer.mask_token_id
     torch.testing.assert_close(ours, theirs[chosen], atol=1e-5, rtol=1e-5)
-    both = PreTrainingHead(sentence_task="sop")
-    assert isinstance(both, MaskedLMHead) and both.spec()["init_args"]["sentence_task"] == "sop"
-    with pytest.raises(ValueError, match="model.head.sentence_task='none': expected one of nsp, sop"):
-        PreTrainingHead(sentence_task="none")
+    both = PreTraining(sentence_task="sop")
+    assert isinstance(both, MaskedLM) and both.spec()["init_args"]["sentence_task"] == "sop"
+    with pytest.raises(ValueError, match="model.task.sentence_task='none': expected one of nsp, sop"):
+        PreTraining(sentence_task="none")
 
 
 def test_continued_pretraining_ties_the_decoder_to_minilm_embeddings() -> None:
-    model = BertModule(PreTrainingHead(sentence_task="sop"), pretrained="all-MiniLM-L6-v2")
+    model = BertModule(PreTraining(sentence_task="sop"), pretrained="all-MiniLM-L6-v2")
     embedding = model.encoder.embeddings.word_embeddings.weight
     names = [n for n, _ in model.named_parameters()]
     assert sum(p is embedding for _, p in model.named_parameters()) == 1 and "head.predictions.bias" in names
@@ -137,8 +135,8 @@ def test_dynamic_masks_change_in_training_and_stay_fixed_in_evaluation(tmp_path:
     (directory,) = prepare(
         str(corpus), str(tmp_path / "p"), vocab=str(minilm_dir), max_seq_length=48, workers=1
     ).values()
-    model = BertModule(PreTrainingHead(masking=NgramMasking()), pretrained="all-MiniLM-L6-v2")
-    data = model.head.featurize(model.head.read(directory), model.tokenizer, 48)
+    model = BertModule(PreTraining(masking=NgramMasking()), pretrained="all-MiniLM-L6-v2")
+    data = model.task.featurize(model.task.read(directory), model.tokenizer, 48)
     assert isinstance(data, PreTrainingInstances) and len(data) == len(Shards(directory))
     torch.manual_seed(0)
     draws = [data[0]["labels"] for _ in range(5)]
@@ -156,12 +154,12 @@ def test_static_masking_needs_static_shards(tmp_path: Path, minilm_dir: Path) ->
     (directory,) = prepare(
         str(corpus), str(tmp_path / "p"), vocab=str(minilm_dir), max_seq_length=48, workers=1
     ).values()
-    model = BertModule(PreTrainingHead(dynamic_masking=False), pretrained="all-MiniLM-L6-v2")
+    model = BertModule(PreTraining(dynamic_masking=False), pretrained="all-MiniLM-L6-v2")
     with pytest.raises(ValueError, match="no static masks"):
-        model.head.featurize(model.head.read(directory), model.tokenizer, 48)
+        model.task.featurize(model.task.read(directory), model.tokenizer, 48)
     with pytest.raises(ValueError, match="sentence_task is 'nsp', but this model needs 'sop'"):
-        model = BertModule(PreTrainingHead(sentence_task="sop"), pretrained="all-MiniLM-L6-v2")
-        model.head.featurize(model.head.read(directory), model.tokenizer, 48)
+        model = BertModule(PreTraining(sentence_task="sop"), pretrained="all-MiniLM-L6-v2")
+        model.task.featurize(model.task.read(directory), model.tokenizer, 48)
 
 
 def test_recipes_fit_predict_and_fine_tune_from_the_export(tmp_path: Path, cache: Path) -> None:
@@ -211,19 +209,19 @@ def test_overlay_recipes_compose_and_train(
         "trainer.enable_progress_bar": False, "trainer.logger": False,
     }  # fmt: skip
     run = compose(recipes / "pretrain_bert.yaml", recipes / overlay, overrides=overrides)
-    assert isinstance(run.model.head.masking, masking) and run.model.head.hparams.sentence_task == task
+    assert isinstance(run.model.task.masking, masking) and run.model.task.hparams.sentence_task == task
     run.trainer.fit(run.model, datamodule=run.datamodule)
     assert run.trainer.global_step == 2
     reloaded = BertModule.load_from_checkpoint(run.trainer.checkpoint_callback.last_model_path, weights_only=True)
-    assert isinstance(reloaded.head.masking, masking)
-    assert reloaded.head.masking.spec() == run.model.head.masking.spec()
+    assert isinstance(reloaded.task.masking, masking)
+    assert reloaded.task.masking.spec() == run.model.task.masking.spec()
 
 
 def test_modernbert_overlay_pretrains_a_modernbert_with_30_percent_masking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bertkit_plugins.modernbert import ModernBertFamily
-    from bertkit_plugins.pretraining import MaskedLMHead
+    from bertkit_plugins.pretraining import MaskedLM
 
     monkeypatch.chdir(tmp_path)
     recipes = ROOT / "recipes"
@@ -232,8 +230,8 @@ def test_modernbert_overlay_pretrains_a_modernbert_with_30_percent_masking(
         "trainer.enable_progress_bar": False, "trainer.logger": False,
     }  # fmt: skip
     run = compose(recipes / "pretrain_bert.yaml", recipes / "pretrain_modernbert.yaml", overrides=overrides)
-    assert run.model.family is ModernBertFamily and type(run.model.head) is MaskedLMHead
-    assert run.model.head.masking.masked_lm_prob == 0.3
+    assert run.model.family is ModernBertFamily and type(run.model.task) is MaskedLM
+    assert run.model.task.masking.masked_lm_prob == 0.3
     run.trainer.fit(run.model, datamodule=run.datamodule)
     assert run.trainer.global_step == 2
     reloaded = BertModule.load_from_checkpoint(run.trainer.checkpoint_callback.last_model_path, weights_only=True)
@@ -246,4 +244,4 @@ def test_continue_recipe_starts_from_minilm() -> None:
         recipes / "pretrain_bert.yaml", recipes / "pretrain_continue.yaml", overrides={"trainer.logger": False}
     )
     assert run.model.encoder.config.num_hidden_layers == 6 and run.model.encoder.config.hidden_size == 384
-    assert isinstance(run.model.head.masking, WholeWordMasking) and run.model.head.hparams.dynamic_masking
+    assert isinstance(run.model.task.masking, WholeWordMasking) and run.model.task.hparams.dynamic_masking

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from bertkit_plugins.question_answering.head import QuestionAnsweringHead
 from bertkit_plugins.question_answering.postprocess import answer, window_candidates
 from bertkit_plugins.question_answering.readers import EXACT, NOT_FOUND, RELOCATED, read_qa
+from bertkit_plugins.question_answering.task import QuestionAnswering
 from bertkit_plugins.question_answering.windows import doc_spans
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -55,7 +55,7 @@ def test_answer_start_mismatch_is_counted_not_fatal(tmp_path: Path, caplog: pyte
         ],
     )
     with caplog.at_level(logging.WARNING):
-        examples = QuestionAnsweringHead().read(path)
+        examples = QuestionAnswering().read(path)
     assert [e.answer_status for e in examples] == [[EXACT], [RELOCATED], [NOT_FOUND, EXACT]]
     assert (examples[1].answers[0].start, examples[1].answers[0].end) == (39, 46)
     assert examples[2].answers[0].start is None and examples[2].answers[0].text == "the tree"
@@ -90,8 +90,8 @@ def test_reader_errors_name_the_place(tmp_path: Path) -> None:
 def test_v1_refuses_unanswerable_questions(tmp_path: Path) -> None:
     path = squad_file(tmp_path / "d.json", [{"context": "c", "qas": [qa("n", "q?", [], impossible=True)]}], "v2.0")
     with pytest.raises(ValueError, match="version_2_with_negative: true"):
-        QuestionAnsweringHead().read(path)
-    assert QuestionAnsweringHead(version_2_with_negative=True).read(path)[0].is_impossible
+        QuestionAnswering().read(path)
+    assert QuestionAnswering(version_2_with_negative=True).read(path)[0].is_impossible
 
 
 def test_jsonl_takes_both_answer_layouts(tmp_path: Path) -> None:
@@ -172,7 +172,7 @@ def long_example(tmp_path: Path) -> tuple[Path, str, int]:
 
 def test_answer_in_a_later_window_is_labelled_and_found(tmp_path: Path, tokenizer: BertTokenizer) -> None:
     path, context, start = long_example(tmp_path)
-    head = QuestionAnsweringHead(doc_stride=16)
+    head = QuestionAnswering(doc_stride=16)
     examples = head.read(path)
     features = head.featurize(examples, tokenizer, max_length=64)
     assert len(features) >= 3 and all(len(f["input_ids"]) <= 64 for f in features)
@@ -206,7 +206,7 @@ def test_v2_impossible_questions_label_cls_everywhere(tmp_path: Path, tokenizer:
         [{"context": " ".join([FILLER] * 6), "qas": [qa("n", "Where is the treasure?", [], impossible=True)]}],
         "v2.0",
     )
-    head = QuestionAnsweringHead(version_2_with_negative=True, doc_stride=16)
+    head = QuestionAnswering(version_2_with_negative=True, doc_stride=16)
     features = head.featurize(head.read(path), tokenizer, max_length=48)
     assert len(features) > 1
     assert all((f["start_positions"], f["end_positions"]) == (0, 0) for f in features)
@@ -214,7 +214,7 @@ def test_v2_impossible_questions_label_cls_everywhere(tmp_path: Path, tokenizer:
 
 def test_unfound_answer_gives_no_training_signal(tmp_path: Path, tokenizer: BertTokenizer) -> None:
     path = squad_file(tmp_path / "d.json", [{"context": "Ann met Bob.", "qas": [qa("x", "Who?", [("Carl", 0)])]}])
-    head = QuestionAnsweringHead()
+    head = QuestionAnswering()
     (feature,) = head.featurize(head.read(path), tokenizer, max_length=32)
     assert (feature["start_positions"], feature["end_positions"]) == (-100, -100)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.question_answering import QuestionAnsweringHead
+from bertkit_plugins.question_answering import QuestionAnswering
 
 from bertkit import BertDataModule, BertModule
 from tests.conftest import ROOT, fit_between_validations, run_bertkit_fresh
@@ -53,7 +53,7 @@ def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
     (tmp_path / "train.json").write_text(json.dumps(toy_squad(48, rng)))
     (tmp_path / "eval.json").write_text(json.dumps(toy_squad(16, rng)))
     pl.seed_everything(0)
-    model = BertModule(QuestionAnsweringHead(doc_stride=24), learning_rate=3e-4, warmup_ratio=0.0)
+    model = BertModule(QuestionAnswering(doc_stride=24), learning_rate=3e-4, warmup_ratio=0.0)
     data = BertDataModule(
         data_dir=str(tmp_path), train_file="train.json", validation_file="eval.json", max_length=64, batch_size=8
     )
@@ -85,7 +85,7 @@ def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> Non
     settings = [
         "--config", str(ROOT / "recipes" / "squad_v2.yaml"),
         f"--data.data_dir={tmp_path}", "--data.train_file=train.json", "--data.validation_file=dev.json",
-        "--data.max_length=64", "--data.batch_size=8", "--model.head.init_args.doc_stride=24",
+        "--data.max_length=64", "--data.batch_size=8", "--model.task.init_args.doc_stride=24",
         "--trainer.enable_progress_bar=false",
     ]  # fmt: skip
     run_bertkit_fresh("fit", *settings, "--trainer.max_epochs=1", cwd=tmp_path)
@@ -114,7 +114,7 @@ def test_padding_stays_out_of_the_span_softmax_unless_asked(minilm_dir) -> None:
     losses = {}
     for over_padding in (False, True):
         torch.manual_seed(0)
-        head = QuestionAnsweringHead(doc_stride=24, softmax_over_padding=over_padding)
+        head = QuestionAnswering(doc_stride=24, softmax_over_padding=over_padding)
         model = BertModule(head, pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt")).eval()
         feature = {
             "input_ids": model.tokenizer.encode_batch(["Where is it ?"], max_length=16)[0].input_ids,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import TokenClassification
 from torch import nn
 
 from bertkit import BertModule
@@ -64,7 +64,7 @@ def test_quantize_linears_replaces_every_linear_and_refuses_other_devices() -> N
 
 @pytest.mark.parametrize(
     "head",
-    [lambda: SequenceClassificationHead(labels=["neg", "pos"]), lambda: TokenTaggingHead(entity_types=["PER", "LOC"])],
+    [lambda: SequenceClassification(labels=["neg", "pos"]), lambda: TokenClassification(entity_types=["PER", "LOC"])],
     ids=["cls_only", "every_token"],
 )
 def test_an_int8_predictor_answers_as_float32_does(head) -> None:
@@ -91,7 +91,7 @@ def test_an_int8_modernbert_answers_as_float32_does(tmp_path: Path) -> None:
     from tests.test_modernbert import hf_directory
 
     model = BertModule(
-        SequenceClassificationHead(labels=["a", "b"]), pretrained=str(hf_directory(tmp_path / "modernbert"))
+        SequenceClassification(labels=["a", "b"]), pretrained=str(hf_directory(tmp_path / "modernbert"))
     ).eval()
     fp32 = Predictor.from_model(model, max_length=32)
     want = fp32.forward(_batch(fp32))
@@ -101,26 +101,26 @@ def test_an_int8_modernbert_answers_as_float32_does(tmp_path: Path) -> None:
 
 
 def test_int8_refuses_what_it_cannot_convert() -> None:
-    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    model = tiny(SequenceClassification(labels=["neg", "pos"]))
     with pytest.raises(ValueError, match=r"int8 converts the float32 model, and this predictor already runs bf16"):
         Predictor.from_model(model, max_length=32).to_bfloat16().to_int8()
-    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    model = tiny(SequenceClassification(labels=["neg", "pos"]))
     with pytest.raises(ValueError, match=r"bf16 converts the float32 model, and this predictor already runs int8"):
         Predictor.from_model(model, max_length=32).to_int8().to_bfloat16()
     with pytest.raises(ValueError, match=r"int8 replaces the compiled layers: call to_int8 before compile"):
-        Predictor.from_model(tiny(SequenceClassificationHead(labels=["neg", "pos"])), max_length=32).compile().to_int8()
+        Predictor.from_model(tiny(SequenceClassification(labels=["neg", "pos"])), max_length=32).compile().to_int8()
 
 
 def test_a_module_in_int8_refuses_to_fit_and_compile() -> None:
     """``BertModule(int8=True)`` is for evaluation: fit stops before the first step."""
     import pytorch_lightning as pl
-    from bertkit_plugins.token_tagging.head import SAMPLE_FILES
+    from bertkit_plugins.token_tagging.task import SAMPLE_FILES
 
     from bertkit import BertDataModule
 
     def module(**kwargs) -> BertModule:
         return BertModule(
-            TokenTaggingHead(["PER", "LOC", "ORG", "MISC"]),
+            TokenClassification(["PER", "LOC", "ORG", "MISC"]),
             pretrained=None,
             preset="tiny",
             vocab_file="all-MiniLM-L6-v2",

@@ -107,9 +107,9 @@ def test_pretraining_instances_take_the_roberta_template(tmp_path: Path) -> None
     import random
 
     from bertkit_plugins.pretraining import TokenMasking
-    from bertkit_plugins.pretraining.head import PreTrainingInstances
     from bertkit_plugins.pretraining.prepare import prepare
     from bertkit_plugins.pretraining.shards import Shards
+    from bertkit_plugins.pretraining.task import PreTrainingInstances
 
     from bertkit.model.tokenizer import BertTokenizer
 

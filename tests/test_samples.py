@@ -36,24 +36,24 @@ def test_recipe_fits_on_its_sample(recipe, tmp_path):
 
 
 def test_sample_files_match_the_recipe_columns(tmp_path, monkeypatch):
-    from bertkit_plugins.question_answering import QuestionAnsweringHead
-    from bertkit_plugins.sequence_classification import SequenceClassificationHead
+    from bertkit_plugins.question_answering import QuestionAnswering
+    from bertkit_plugins.sequence_classification import SequenceClassification
 
     monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path))
-    mrpc = SequenceClassificationHead(text_column="#1 String", text_pair_column="#2 String", label_column="Quality")
+    mrpc = SequenceClassification(text_column="#1 String", text_pair_column="#2 String", label_column="Quality")
     examples = mrpc.read(mrpc.sample_files()["train"])
     assert len(examples) == 400 and all(e.text_pair and e.label in ("0", "1") for e in examples)
     assert {e.label for e in examples} == {"0", "1"}
-    v2 = QuestionAnsweringHead(version_2_with_negative=True)
+    v2 = QuestionAnswering(version_2_with_negative=True)
     questions = v2.read(v2.sample_files()["train"])
     assert any(q.is_impossible for q in questions) and all(q.is_impossible or q.answers for q in questions)
     assert json.loads(v2.sample_files()["test"].read_text())["version"] == "v2.0"
-    assert SequenceClassificationHead(problem_type="regression").sample_files() is None
+    assert SequenceClassification(problem_type="regression").sample_files() is None
 
 
 def test_no_sample_names_the_expected_files(tmp_path):
     proc = run_bertkit(
-        "fit", "--config", str(ROOT / "recipes/sst2.yaml"), *TINY, "--model.head.init_args.problem_type=regression",
+        "fit", "--config", str(ROOT / "recipes/sst2.yaml"), *TINY, "--model.task.init_args.problem_type=regression",
         cwd=tmp_path, check=False,
     )  # fmt: skip
     assert proc.returncode == 2

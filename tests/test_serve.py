@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.question_answering import QuestionAnsweringHead
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import SpanHead, TokenTaggingHead
+from bertkit_plugins.question_answering import QuestionAnswering
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import SpanClassification, TokenClassification
 
 from bertkit import BertDataModule
 from bertkit.data.collate import pad_batch
@@ -40,7 +40,7 @@ TEXTS = ["EU rejects German call to boycott British lamb .", LONG, "Fine ."]
 
 
 def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> None:
-    model = tiny(TokenTaggingHead(entity_types=["PER", "LOC", "ORG"], stride=8))
+    model = tiny(TokenClassification(entity_types=["PER", "LOC", "ORG"], stride=8))
     (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     data = BertDataModule(data_dir=str(tmp_path), predict_file="texts.txt", max_length=32, eval_batch_size=2)
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
@@ -53,7 +53,7 @@ def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> N
 
 
 def test_a_compiled_predictor_gives_the_same_records() -> None:
-    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    model = tiny(SequenceClassification(labels=["neg", "pos"]))
     want = Predictor.from_model(model, max_length=32).predict(TEXTS)
     predictor = Predictor.from_model(model, max_length=32).compile(backend="aot_eager")  # traced, not lowered
     got = predictor.predict(TEXTS)
@@ -66,7 +66,7 @@ def test_a_compiled_predictor_gives_the_same_records() -> None:
 def test_a_bf16_predictor_runs_in_bf16_and_answers_in_float32() -> None:
     """Weights and activations in bf16, records and embeddings as fp32 would give them to bf16's
     precision (8 bits of mantissa: probabilities within 0.02), outputs handed back as float32."""
-    model = tiny(SequenceClassificationHead(labels=["neg", "pos"]))
+    model = tiny(SequenceClassification(labels=["neg", "pos"]))
     fp32 = Predictor.from_model(model, max_length=32)
     want, want_vectors = fp32.predict(TEXTS), torch.tensor(fp32.embed(TEXTS))
     predictor = Predictor.from_model(model, max_length=32).to_bfloat16()
@@ -81,12 +81,12 @@ def test_a_bf16_predictor_runs_in_bf16_and_answers_in_float32() -> None:
 def _batch(predictor: Predictor) -> dict:
     """The padded batch of ``TEXTS`` the predictor's head makes."""
     examples = predictor.examples(TEXTS)
-    features = predictor.head.featurize(examples, predictor.tokenizer, predictor.max_length)
-    return pad_batch(list(features), predictor.tokenizer.pad_token_id, predictor.head.pad_values)
+    features = predictor.task.featurize(examples, predictor.tokenizer, predictor.max_length)
+    return pad_batch(list(features), predictor.tokenizer.pad_token_id, predictor.task.pad_values)
 
 
 def test_predictor_reads_records_and_names_the_bad_input() -> None:
-    predictor = Predictor.from_model(tiny(QuestionAnsweringHead()), max_length=48)
+    predictor = Predictor.from_model(tiny(QuestionAnswering()), max_length=48)
     context = "Peter Blackburn flew to Oslo on Tuesday. " * 6
     records = predictor.predict(
         [{"question": "Who flew?", "context": context}, {"question": "When?", "context": "On Tuesday."}]
@@ -101,7 +101,7 @@ def test_predictor_reads_records_and_names_the_bad_input() -> None:
 
 
 def test_predictor_refuses_empty_and_multi_line_texts_and_embeds_unit_vectors() -> None:
-    predictor = Predictor.from_model(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
+    predictor = Predictor.from_model(tiny(TokenClassification(entity_types=["PER"])), max_length=32)
     with pytest.raises(ValueError, match=r"inputs\[1\]: empty text"):
         predictor.predict(["Oslo", "   "])
     with pytest.raises(ValueError, match=r"inputs\[0\]: one line per input"):
@@ -116,7 +116,7 @@ def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
     from bertkit.commands.serving import Batching, EmbedAPI, Refusal
 
     api = EmbedAPI("unused.ckpt", "torch", Batching(max_batch_size=4, timeout=0.0))
-    api.predictor = Predictor.from_model(tiny(TokenTaggingHead(entity_types=["PER"])), max_length=32)
+    api.predictor = Predictor.from_model(tiny(TokenClassification(entity_types=["PER"])), max_length=32)
     requests = [{"inputs": ["Oslo .", LONG]}, {"inputs": "Oslo .", "normalize": False}, {"inputs": ""}]
     outputs = api.unbatch(api.predict(api.batch([api.decode_request(r) for r in requests])))
     assert torch.allclose(torch.tensor(outputs[0]), torch.tensor(api.predictor.embed(["Oslo .", LONG])), atol=1e-5)
@@ -133,10 +133,10 @@ def test_an_export_folder_predicts_as_its_model_on_torch_and_onnx(kind: str, tmp
     the head's weights are read back from the export (its random weights would disagree), on
     ONNX too where the head decodes the graph's logits (a CRF's transition scores)."""
     head = {
-        "token": TokenTaggingHead(entity_types=["PER", "LOC"], stride=8),
-        "token_crf": TokenTaggingHead(entity_types=["PER", "LOC"], stride=8, crf=True),
-        "sequence": SequenceClassificationHead(labels=["neg", "pos"]),
-        "qa": QuestionAnsweringHead(),
+        "token": TokenClassification(entity_types=["PER", "LOC"], stride=8),
+        "token_crf": TokenClassification(entity_types=["PER", "LOC"], stride=8, crf=True),
+        "sequence": SequenceClassification(labels=["neg", "pos"]),
+        "qa": QuestionAnswering(),
     }[kind]
     model = tiny(head)
     model.save_pretrained(tmp_path)
@@ -163,7 +163,7 @@ def test_an_export_folder_predicts_as_its_model_on_torch_and_onnx(kind: str, tmp
 
 
 def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Path) -> None:
-    model = tiny(TokenTaggingHead(entity_types=["PER"]))
+    model = tiny(TokenClassification(entity_types=["PER"]))
     model.save_pretrained(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"bertkit\.json.*not a `bertkit export` folder with a task head"):
         Predictor.load(tmp_path)
@@ -172,10 +172,12 @@ def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Pat
         Predictor.load(tmp_path, backend="onnx-int8")
     with pytest.raises(ValueError, match=r"the onnx backend runs an export's ONNX graph"):
         Predictor.load(tmp_path / "model.ckpt", backend="onnx")
-    spans = tiny(SpanHead(entity_types=["PER"]))
+    spans = tiny(SpanClassification(entity_types=["PER"]))
     spans.save_pretrained(tmp_path / "spans")
     save_serving_config(spans, tmp_path / "spans", 32)
-    with pytest.raises(ValueError, match=r"spans: the export holds the encoder alone, not SpanHead's trained layer"):
+    with pytest.raises(
+        ValueError, match=r"spans: the export holds the encoder alone, not SpanClassificationHead's trained layer"
+    ):
         Predictor.load(tmp_path / "spans")
     with pytest.raises(ValueError, match=r"embeddings need the torch backend"):
         export_onnx(model, tmp_path / "model.onnx")
@@ -281,7 +283,7 @@ def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None
     assert status == 200 and len(vectors) == 1 and len(vectors[0]) == 128  # the tiny preset's width
     assert abs(sum(v * v for v in vectors[0]) - 1.0) < 1e-4
     status, info = _call(port, "/info", headers=KEY)
-    assert status == 200 and info["model"]["task"] == "TokenTaggingHead" and info["model"]["family"] == "bert"
+    assert status == 200 and info["model"]["task"] == "TokenClassification" and info["model"]["family"] == "bert"
     bad = [
         (b"{not json", "/predict"),
         (b'{"inputs": "\xff\xfe"}', "/predict"),
@@ -366,7 +368,7 @@ def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
                 marks = box.query_selector_all("mark.entity")
                 assert [m.get_attribute("data-type") for m in marks] == ["PER"] * len(line.split())
                 assert [m.evaluate("m => m.firstChild.textContent") for m in marks] == line.split()
-            assert "TokenTaggingHead on a bert encoder (torch;" in page.text_content("#about")
+            assert "TokenClassification on a bert encoder (torch;" in page.text_content("#about")
             page.fill("#text", "   \n ")
             page.click("#submit")  # blank lines are not sent: the page says so itself (no 422 from the server)
             page.wait_for_function("document.getElementById('error').textContent !== ''")
@@ -419,7 +421,7 @@ def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
     """The page with its /info and /predict answered by a Predictor in this process (the records
     a server sends): the answer is marked in its context; one bar per label, the predicted label
     first."""
-    head = QuestionAnsweringHead() if kind == "qa" else SequenceClassificationHead(labels=["neg", "pos", "mixed"])
+    head = QuestionAnswering() if kind == "qa" else SequenceClassification(labels=["neg", "pos", "mixed"])
     predictor = Predictor.from_model(tiny(head), max_length=48)
     context = "Peter Blackburn flew from Oslo to Paris on Tuesday ."
     with page_answered_by(predictor_answers(predictor)) as page:
@@ -450,7 +452,7 @@ def test_the_page_draws_nested_entities_inside_each_other() -> None:
     text = "the IL-9 gene in U938 T cells"
     spans = [("DNA", 4, 13), ("protein", 4, 8), ("cell_type", 17, 29), ("cell_line", 17, 21), ("protein", 9, 21)]
     record = {"text": text, "entities": [{"type": t, "text": text[a:b], "start": a, "end": b} for t, a, b in spans]}
-    info = {"model": {"family": "bert", "head": "SpanHead", "backend": "torch", "max_length": 128}}
+    info = {"model": {"family": "bert", "head": "SpanClassification", "backend": "torch", "max_length": 128}}
     with page_answered_by(lambda path, request: info if path == "/info" else [record]) as page:
         page.fill("#text", text)
         page.click("#submit")

@@ -1,4 +1,4 @@
-"""``SpanHead``: nested entities read from JSON Lines (bad records named by file and line), every
+"""``SpanClassification``: nested entities read from JSON Lines (bad records named by file and line), every
 span up to ``max_span_width`` labelled once across windows, entity F1 exact over spans (flat
 output by non-maximum suppression, duplicates removed, gold spans no window classifies counted
 as missed), and a model that learns nested entities and predicts them."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from bertkit_plugins.token_tagging import SpanHead
+from bertkit_plugins.token_tagging import SpanClassification
 from bertkit_plugins.token_tagging.span_metric import SpanF1, keep_best
 
 from bertkit import BertModule
@@ -36,13 +36,13 @@ def write(path: Path, *records) -> Path:
         ({"tokens": ["a", "b"], "entities": [{"start": 1, "end": 1, "type": "DNA"}]}, r"x.jsonl:2: entities\[0\]: expected"),
         ({"tokens": ["a"], "entities": [{"start": 0, "end": 1, "type": 3}]}, r"x.jsonl:2: entities\[0\]: expected a string type, got 3"),
         ({"tokens": ["a"]}, r"x.jsonl:2: expected a JSON object with list fields 'tokens', 'entities'"),
-        ({"tokens": ["a"], "entities": [{"start": 0, "end": 1, "type": "RNA"}]}, r"x.jsonl:2: entity type 'RNA' not in model.head.entity_types"),
+        ({"tokens": ["a"], "entities": [{"start": 0, "end": 1, "type": "RNA"}]}, r"x.jsonl:2: entity type 'RNA' not in model.task.entity_types"),
     ],
 )  # fmt: skip
 def test_a_bad_span_record_is_named_with_file_and_line(tmp_path, record, message):
     path = write(tmp_path / "x.jsonl", NESTED, record)
     with pytest.raises(ValueError, match=message):
-        SpanHead(TYPES).read(path)
+        SpanClassification(TYPES).read(path)
 
 
 def test_every_span_is_labelled_once_across_windows(tmp_path, caplog):
@@ -51,7 +51,7 @@ def test_every_span_is_labelled_once_across_windows(tmp_path, caplog):
         {**e, "start": e["start"] + 7 * i, "end": e["end"] + 7 * i} for i in range(6) for e in NESTED["entities"]
     ]}  # fmt: skip
     long["entities"].append({"start": 0, "end": 20, "type": "DNA"})  # longer than max_span_width
-    head = SpanHead(TYPES, max_span_width=4, stride=6)
+    head = SpanClassification(TYPES, max_span_width=4, stride=6)
     [sentence] = head.read(write(tmp_path / "x.jsonl", long))
     features = head.featurize([sentence], tokenizer, max_length=24)
     assert len(features) > 2
@@ -90,7 +90,7 @@ def test_span_f1_nested_flat_duplicates_and_missed_gold():
 
 def test_a_span_head_learns_nested_entities_and_predicts_them(tmp_path):
     torch.manual_seed(0)
-    head = SpanHead(TYPES, max_span_width=4, nested=True)
+    head = SpanClassification(TYPES, max_span_width=4, nested=True)
     model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
     lines = [line for line in (Path(head.sample_files()["train"]).read_text().splitlines())][:16]
     examples = head.read(write(tmp_path / "train.jsonl", *lines))
@@ -102,8 +102,9 @@ def test_a_span_head_learns_nested_entities_and_predicts_them(tmp_path):
     model.eval()
     with torch.no_grad():
         outputs = model(batch)
-    head.update_metrics("val", outputs, batch)
-    scores = head.metrics["val"].compute()
+    outputs = model.head.decode(outputs, batch)
+    model.head.update_metrics("val", outputs, batch)
+    scores = model.head.metrics["val"].compute()
     assert scores["f1"] > 0.9, scores  # the training batch, learnt
     records = head.format_predictions(examples, head.predict(outputs, batch))
     nested = [

@@ -40,8 +40,8 @@ def imported_after(args: list[str]) -> tuple[int, str, list[str]]:
     "args, says",
     [
         (["--help"], "recipes/ner.yaml"),
-        (["plugins"], "TokenTaggingHead"),
-        (["plugins", "--json"], '"QuestionAnsweringHead"'),
+        (["plugins"], "TokenClassification"),
+        (["plugins", "--json"], '"QuestionAnswering"'),
         (["fit", "--help"], "--help-all"),
         (["predict", "-h"], "the checkpoint to predict with"),
         (["export", "--help"], "Export a ``bertkit fit`` checkpoint for inference"),
@@ -62,7 +62,10 @@ def test_help_and_plugins_import_neither_torch_nor_lightning(args: list[str], sa
     [
         (["fit"], "no recipe given for `bertkit fit`"),
         (["fit", "--config", "recipes/nope.yaml"], "recipes/nope.yaml: config file not found"),
-        (["fit", "--config", "recipes/ner.yaml", "--model.head", "TokenTagingHead"], "did you mean TokenTaggingHead?"),
+        (
+            ["fit", "--config", "recipes/ner.yaml", "--model.task", "TokenClasification"],
+            "did you mean TokenClassification?",
+        ),
     ],
 )
 def test_recipe_mistakes_are_reported_before_lightning_is_imported(args: list[str], says: str) -> None:
@@ -75,16 +78,16 @@ def test_recipe_mistakes_are_reported_before_lightning_is_imported(args: list[st
 def test_help_all_is_lightning_clis_full_help() -> None:
     rc, out, heavy = imported_after(["fit", "--help-all"])
     assert rc == 0
-    assert "--trainer.max_epochs" in out and "--model.head" in out and "--data.batch_size" in out
+    assert "--trainer.max_epochs" in out and "--model.task" in out and "--data.batch_size" in out
     assert "pytorch_lightning" in heavy
 
 
 def test_plugin_packages_export_their_classes_on_first_use() -> None:
     from bertkit_plugins import pretraining, token_tagging
 
-    from bertkit.tasks.legacy import Head
+    from bertkit.tasks.task import Task
 
-    assert issubclass(token_tagging.TokenTaggingHead, Head)
+    assert issubclass(token_tagging.TokenClassification, Task)
     assert pretraining.NgramMasking.__module__ == "bertkit_plugins.pretraining.masking"
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         token_tagging.Nope  # noqa: B018

@@ -21,10 +21,10 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import transformers
-from bertkit_plugins.question_answering import QuestionAnsweringHead
-from bertkit_plugins.sequence_classification import SequenceClassificationHead
-from bertkit_plugins.token_tagging import TokenTaggingHead
-from bertkit_plugins.token_tagging.head import SAMPLE_FILES
+from bertkit_plugins.question_answering import QuestionAnswering
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import TokenClassification
+from bertkit_plugins.token_tagging.task import SAMPLE_FILES
 from torch import nn
 
 from bertkit import BertModule
@@ -38,26 +38,26 @@ SETTINGS = {"learning_rate": 3e-4, "weight_decay": 0.01, "warmup_ratio": 0.2}  #
 HF_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "start_positions", "end_positions")
 
 
-def ner_data(tmp_path: Path) -> tuple[TokenTaggingHead, Path, type]:
-    head = TokenTaggingHead(entity_types=["PER", "LOC", "ORG", "MISC"], classifier_dropout=0.0)
+def ner_data(tmp_path: Path) -> tuple[TokenClassification, Path, type]:
+    head = TokenClassification(entity_types=["PER", "LOC", "ORG", "MISC"], classifier_dropout=0.0)
     return head, SAMPLE_FILES["train"], transformers.BertForTokenClassification
 
 
-def classification_data(tmp_path: Path) -> tuple[SequenceClassificationHead, Path, type]:
+def classification_data(tmp_path: Path) -> tuple[SequenceClassification, Path, type]:
     path = tmp_path / "train.tsv"
     with path.open("w", newline="") as handle:
         csv.writer(handle, delimiter="\t").writerows(
             [("sentence", "label")] + toy_rows("single_label", 120, random.Random(0))
         )
-    head = SequenceClassificationHead(classifier_dropout=0.0)
+    head = SequenceClassification(classifier_dropout=0.0)
     return head, path, transformers.BertForSequenceClassification
 
 
-def qa_data(tmp_path: Path) -> tuple[QuestionAnsweringHead, Path, type]:
+def qa_data(tmp_path: Path) -> tuple[QuestionAnswering, Path, type]:
     path = tmp_path / "train.json"
     path.write_text(json.dumps(toy_squad(80, random.Random(0))))
     # transformers' loss lets padding into the span softmax; bertkit's default leaves it out.
-    head = QuestionAnsweringHead(doc_stride=24, softmax_over_padding=True)
+    head = QuestionAnswering(doc_stride=24, softmax_over_padding=True)
     return head, path, transformers.BertForQuestionAnswering
 
 
@@ -66,7 +66,7 @@ TASKS = {"ner": ner_data, "classification": classification_data, "qa": qa_data}
 
 def batches(model: BertModule, path: Path, max_length: int) -> list[dict]:
     """bertkit's features of the file, padded by bertkit's collate, in file order."""
-    head = model.head
+    head = model.task
     examples = head.read(path)
     features = head.featurize(examples, model.tokenizer, max_length)
     features = features[: STEPS * BATCH_SIZE]
@@ -80,7 +80,7 @@ def batches(model: BertModule, path: Path, max_length: int) -> list[dict]:
 def bertkit_model(head, path: Path) -> BertModule:
     torch.manual_seed(0)
     if head.learned:
-        head.prepare(head.read(path))
+        head.learn(head.read(path))
     model = BertModule(
         head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2", attention_dropout=0.0, **SETTINGS
     )

@@ -53,7 +53,7 @@ def test_order_is_seeded_and_changes_per_epoch():
 def test_fit_with_a_token_budget(tmp_path, minilm_dir):
     """Two epochs on the bundled sample: Lightning sets the epoch, the schedule spans the budgeted
     batches, and no batch holds more real tokens than the budget."""
-    from bertkit_plugins.token_tagging import TokenTaggingHead
+    from bertkit_plugins.token_tagging import TokenClassification
 
     seen: list[int] = []
 
@@ -62,7 +62,7 @@ def test_fit_with_a_token_budget(tmp_path, minilm_dir):
             seen.append(int(batch["attention_mask"].sum()))
 
     pl.seed_everything(0)
-    head = TokenTaggingHead(["PER", "LOC", "ORG", "MISC"])
+    head = TokenClassification(["PER", "LOC", "ORG", "MISC"])
     model = BertModule(head, pretrained=None, preset="tiny", vocab_file=str(minilm_dir / "vocab.txt"))
     data = BertDataModule(train_file="train.conll", max_tokens=400, batch_size=4)
     trainer = pl.Trainer(

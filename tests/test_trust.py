@@ -73,9 +73,9 @@ def _crafted(sample_run: Path, folder: Path, class_path: str) -> Path:
 
 
 def test_a_checkpoint_cannot_make_bertkit_import_a_file_beside_it(sample_run, tmp_path, monkeypatch):
-    path = _crafted(sample_run, tmp_path, "bk_utils.TokenTaggingHead")
+    path = _crafted(sample_run, tmp_path, "bk_utils.TokenClassification")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ValueError, match="bk_utils.TokenTaggingHead' is not a registered"):
+    with pytest.raises(ValueError, match="bk_utils.TokenClassification' is not a registered"):
         BertModule.load_from_checkpoint(path, weights_only=True)
     for command in (
         ["export", str(path), "out", "--onnx", "false"],
@@ -90,8 +90,8 @@ def test_a_stored_full_path_must_be_the_registered_class(sample_run, tmp_path):
     path = _crafted(sample_run, tmp_path, "collections.OrderedDict")
     with pytest.raises(ValueError, match="not a registered Task"):
         BertModule.load_from_checkpoint(path, weights_only=True)
-    path = _crafted(sample_run, tmp_path, "bertkit_plugins.token_tagging.head.TokenTaggingHead")
-    assert type(BertModule.load_from_checkpoint(path, weights_only=True).head).__name__ == "TokenTaggingHead"
+    path = _crafted(sample_run, tmp_path, "bertkit_plugins.token_tagging.task.TokenClassification")
+    assert type(BertModule.load_from_checkpoint(path, weights_only=True).task).__name__ == "TokenClassification"
 
 
 def test_a_model_directory_cannot_name_a_module_to_import(tmp_path, monkeypatch):
@@ -157,7 +157,7 @@ def test_a_non_finite_loss_stops_fit_with_a_message(tmp_path):
     proc = run_bertkit(
         "fit", "--config", str(ROOT / "recipes/sst2.yaml"), "--model.pretrained=null", "--model.preset=tiny",
         "--model.vocab_file=all-MiniLM-L6-v2", "--data.data_dir=d", "--data.validation_file=null",
-        "--model.head.init_args.problem_type=regression", "--data.batch_size=8", "--trainer.max_steps=3",
+        "--model.task.init_args.problem_type=regression", "--data.batch_size=8", "--trainer.max_steps=3",
         "--trainer.enable_progress_bar=false", cwd=tmp_path, check=False,
     )  # fmt: skip
     assert proc.returncode == 2 and "training loss is not finite" in proc.stderr, proc.stderr[-2000:]
@@ -225,9 +225,9 @@ def test_shards_of_another_preparation_are_refused(tmp_path):
 
 
 def test_a_stored_masking_strategy_is_rebuilt_only_from_known_classes():
-    from bertkit_plugins.pretraining import PreTrainingHead
+    from bertkit_plugins.pretraining import PreTraining
 
-    stored = PreTrainingHead(masking={"class_path": "WholeWordMasking", "init_args": {}}).spec()["init_args"]
-    assert type(PreTrainingHead(**stored).masking).__name__ == "WholeWordMasking"
+    stored = PreTraining(masking={"class_path": "WholeWordMasking", "init_args": {}}).spec()["init_args"]
+    assert type(PreTraining(**stored).masking).__name__ == "WholeWordMasking"
     with pytest.raises(ValueError, match="'bk_utils.Masking' is not a registered MaskingStrategy"):
-        PreTrainingHead(masking={"class_path": "bk_utils.Masking"})
+        PreTraining(masking={"class_path": "bk_utils.Masking"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from bertkit_plugins.token_tagging import TokenTaggingHead
+from bertkit_plugins.token_tagging import TokenClassification
 from bertkit_plugins.token_tagging.conll import Sentence
 from bertkit_plugins.token_tagging.windows import make_windows, owners
 from hypothesis import given, settings
@@ -45,7 +45,7 @@ def test_long_sentence_loses_no_word(tokenizer):
     words = [f"Word{i}" if i % 7 else "Kowalczykowski" for i in range(300)]
     tags = ["B-PER" if i % 7 == 0 else "O" for i in range(300)]
     sentence = Sentence(words, tags, "mem:1", list(range(300)))
-    head = TokenTaggingHead(["PER"], stride=16)
+    head = TokenClassification(["PER"], stride=16)
     features = head.featurize([sentence], tokenizer, max_length=64)
     assert len(features) > 5 and all(len(f["input_ids"]) <= 64 for f in features)
     owned = sorted(w for f in features for w in f["word_index"] if w >= 0)
@@ -61,14 +61,14 @@ def test_long_sentence_loses_no_word(tokenizer):
 
 def test_word_the_tokenizer_drops_becomes_unk(tokenizer):
     sentence = Sentence(["A", "\u200b", "B"], ["O", "B-PER", "O"], "mem:1", [1, 2, 3])
-    feature = TokenTaggingHead(["PER"]).featurize([sentence], tokenizer, 16)[0]
+    feature = TokenClassification(["PER"]).featurize([sentence], tokenizer, 16)[0]
     assert feature["word_index"].count(1) == 1
     assert feature["input_ids"][feature["word_index"].index(1)] == tokenizer.unk_token_id
 
 
 def test_label_all_subwords_uses_inside_tags(tokenizer):
     sentence = Sentence(["Kowalczykowski"], ["B-PER"], "mem:1", [1])
-    head = TokenTaggingHead(["PER"], label_all_subwords=True)
+    head = TokenClassification(["PER"], label_all_subwords=True)
     labels = [head.tags[i] for i in head.featurize([sentence], tokenizer, 16)[0]["labels"] if i >= 0]
     assert labels[0] == "B-PER" and len(labels) > 1 and set(labels[1:]) == {"I-PER"}
 

@@ -26,6 +26,7 @@ from bertkit.cli.guide import (
 from bertkit.plugins import (
     Lazy,
     PluginError,
+    deprecated_names,
     describe,
     entries,
     import_classes,
@@ -65,6 +66,8 @@ def print_plugins(args: list[str]) -> int:
         print(f"  hooks: {', '.join(info.hooks) or '-'}")
         for kind, names in info.registered.items():
             print(f"  {kind}: {', '.join(names)}")
+        for kind, names in info.deprecated.items():
+            print(f"  {kind}, release 0.1 names (deprecated): {', '.join(names)}")
     return 0
 
 
@@ -140,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         if args[0] in LIGHTNING_COMMANDS:
             require_recipe(args[0], args[1:])
         load_modules(recipe_plugins(args))
-        check_task(args, [*entries("register_tasks"), *entries("register_heads")], entries("register_masking"))
+        tasks = [*entries("register_tasks"), *entries("register_heads")]
+        old = deprecated_names("register_tasks") | deprecated_names("register_heads")
+        check_task(args, [t for t in tasks if t not in old], entries("register_masking"), old)
         return run_lightning(args)
     except _user_errors() as err:
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):

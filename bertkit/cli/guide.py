@@ -176,6 +176,19 @@ def _class_paths(spec: Any, where: str) -> list[tuple[str, str]]:
     return found
 
 
+def last_task_key(args: list[str]) -> str:
+    """``task`` or ``head`` (release 0.1's name of ``model.task``): whichever the recipes and the
+    command line give last, as a setting given twice takes its last value."""
+    last = "task"
+    for i, arg in enumerate(args):
+        if arg in ("--config", "-c") and i + 1 < len(args) or arg.startswith("--config="):
+            model = read_recipe(arg.partition("=")[2] or args[i + 1]).get("model") or {}
+            last = next((key for key in reversed(TASK_KEYS) if model.get(key) is not None), last)
+        elif arg.startswith(("--model.task", "--model.head")):
+            last = "task" if arg.startswith("--model.task") else "head"
+    return last
+
+
 def _task_names(args: list[str]) -> list[tuple[str, str]]:
     """``(class name, where it was given)`` of the recipes' and the command line's task and the
     classes nested in it; the last task given wins."""
@@ -195,11 +208,14 @@ def _task_names(args: list[str]) -> list[tuple[str, str]]:
     return given
 
 
-def check_task(args: list[str], tasks: Iterable[str], others: Iterable[str] = ()) -> str | None:
+def check_task(
+    args: list[str], tasks: Iterable[str], others: Iterable[str] = (), former: Iterable[str] = ()
+) -> str | None:
     """The task a run names (its ``class_path``) is a registered task (``tasks``: the registered
-    names) or an importable ``Task`` subclass, and every class named inside it (the named tasks
-    of a multi-task task, a masking strategy) a registered task or one of ``others`` (masking
-    strategies …) or an importable class.
+    names; ``former``: earlier releases' names, accepted but not suggested) or an importable
+    ``Task`` subclass, and every class named inside it (the named tasks of a multi-task task, a
+    masking strategy) a registered task or one of ``others`` (masking strategies …) or an
+    importable class.
 
     Returns:
         The task's class name as given (None when neither the recipes nor the command line name one).
@@ -208,11 +224,11 @@ def check_task(args: list[str], tasks: Iterable[str], others: Iterable[str] = ()
         ValueError: one is not; the message names where it was given, the closest registered
             name and all registered names.
     """
-    tasks, others = set(tasks), set(others)
+    tasks, others, former = set(tasks), set(others), set(former)
     given = _task_names(args)
     for depth, (name, where) in enumerate(given):
         known = tasks if depth == 0 else tasks | others
-        if name in known:
+        if name in known or name in former:
             continue
         if "." in name:
             from bertkit.plugins import import_class

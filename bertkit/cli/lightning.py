@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
-from bertkit.cli.guide import config_files
+from bertkit.cli.guide import config_files, last_task_key
 from bertkit.data.datamodule import BertDataModule
 from bertkit.training.checkpoints import (
     AtomicCheckpointIO,
@@ -40,7 +41,7 @@ class BertkitCLI(LightningCLI):
     """
 
     def __init__(self, *args: Any, recipe_args: list[str] | None = None, **kwargs: Any) -> None:
-        self.recipe_args = recipe_args or []
+        self.recipe_args = recipe_args if recipe_args is not None else list(kwargs.get("args") or sys.argv[1:])
         super().__init__(*args, **kwargs)
 
     @override
@@ -63,6 +64,9 @@ class BertkitCLI(LightningCLI):
 
     @override
     def before_instantiate_classes(self) -> None:
+        model = self._get(self.config, "model")
+        if model.get("task") is not None and model.get("head") is not None:  # an overlay of the other release
+            model["task"], model["head"] = model[last_task_key(self.recipe_args)], None
         place_outputs(self._get(self.config, "trainer"), self.subcommand)
         if self.subcommand is not None:  # missing data files are named before the model is built
             data = self._get(self.config, "data")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -203,20 +203,41 @@ def canonical(cls: type) -> type:
     return vars(cls).get("alias_of", cls)
 
 
-def deprecated_alias(task: type[Task], name: str, module: str, renamed: Mapping[str, str] | None = None) -> type[Task]:
+def deprecated_alias(
+    task: type[Task],
+    name: str,
+    module: str,
+    renamed: Mapping[str, str] | None = None,
+    convert: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    parameters: Sequence[inspect.Parameter] | None = None,
+) -> type[Task]:
     """``name``, release 0.1's class ``module.name`` of what is now ``task``, kept for one release.
 
-    A subclass of ``task`` that warns when it is built and takes the old argument names
-    (``renamed``: old name -> new name): recipes and code that name it keep working, checkpoints
-    and export folders that stored ``module.name`` load (``aliases``), and it stores itself as
-    ``task`` (``spec``). Define it in the plugin module that defines ``task``.
+    A subclass of ``task`` that warns when it is built and takes the old arguments: recipes and
+    code that name it keep working, checkpoints and export folders that stored ``module.name``
+    load (``aliases``), and it stores itself as ``task`` (``spec``). Define it in the plugin
+    module that defines ``task``, and register it under ``name`` too (so that a recipe's old
+    name is known before anything is imported).
+
+    Args:
+        task: the class it stands for.
+        name: its old name; module: its old module (where a recipe's full class path points).
+        renamed: old argument name -> new name.
+        convert: turns the old keyword arguments into ``task``'s (after ``renamed``).
+        parameters: its old signature's parameters (LightningCLI reads them), when ``convert``
+            changes more than names; default: ``task``'s, with the old names.
     """
     renamed = dict(renamed or {})
     old_names = {new: old for old, new in renamed.items()}
     signature = inspect.signature(task.__init__)
-    parameters = [p.replace(name=old_names.get(p.name, p.name)) for p in signature.parameters.values()]
+    if parameters is None:
+        parameters = [p.replace(name=old_names.get(p.name, p.name)) for p in signature.parameters.values()]
+
+    old = signature.replace(parameters=list(parameters))
 
     def __init__(self: Task, *args: Any, **kwargs: Any) -> None:
+        kwargs = dict(old.bind(self, *args, **kwargs).arguments)
+        kwargs.pop(next(iter(old.parameters)))  # self
         warnings.warn(
             f"{name} is release 0.1's name of {task.__name__}: a recipe's model.head: {{class_path: {name}}} is now "
             f"model.task: {{class_path: {task.__name__}}}"
@@ -224,9 +245,10 @@ def deprecated_alias(task: type[Task], name: str, module: str, renamed: Mapping[
             DeprecationWarning,
             stacklevel=2,
         )
-        task.__init__(self, *args, **{renamed.get(k, k): v for k, v in kwargs.items()})
+        kwargs = {renamed.get(k, k): v for k, v in kwargs.items()}
+        task.__init__(self, **(convert(kwargs) if convert else kwargs))
 
-    __init__.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    __init__.__signature__ = old  # type: ignore[attr-defined]
     doc = f"Release 0.1's name of ``{task.__name__}`` (deprecated)."
     namespace = {"__init__": __init__, "__module__": module, "__qualname__": name, "__doc__": doc}
     return type(name, (task,), {**namespace, "aliases": (f"{module}.{name}",), "alias_of": task})

@@ -32,7 +32,6 @@ MOVED = {
         "io": "utils.io",
         "lightning_cli": "cli.lightning",
         "module": "training.module",
-        "multitask": "tasks.multitask",
         "packed": "model.prepacked",
         "plots": "training.plots",
         "precision": "utils.precision",

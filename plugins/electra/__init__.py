@@ -3,8 +3,8 @@
 ``model.encoder: electra`` builds ELECTRA's encoder (BERT's blocks, optionally narrower
 embeddings with a projection, no pooler; transformers ``ElectraModel`` keys), and pretrained
 directories whose ``config.json`` says ``model_type: electra`` load as one. The
-``ReplacedTokenDetectionHead`` pre-trains it as a discriminator against a small generator
-(``recipes/pretrain_electra.yaml``); fine-tuning heads work on it as on BERT.
+``ReplacedTokenDetection`` task pre-trains it as a discriminator against a small generator
+(``recipes/pretrain_electra.yaml``); fine-tuning tasks work on it as on BERT.
 """
 
 from collections.abc import Callable
@@ -16,7 +16,9 @@ EXPORTS = {
     "ElectraConfig": "bertkit_plugins.electra.encoder:ElectraConfig",
     "ElectraEncoder": "bertkit_plugins.electra.encoder:ElectraEncoder",
     "ElectraFamily": "bertkit_plugins.electra.encoder:ElectraFamily",
-    "ReplacedTokenDetectionHead": "bertkit_plugins.electra.head:ReplacedTokenDetectionHead",
+    "ReplacedTokenDetection": "bertkit_plugins.electra.task:ReplacedTokenDetection",
+    "ElectraPreTrainingHeads": "bertkit_plugins.electra.head:ElectraPreTrainingHeads",
+    "ReplacedTokenDetectionHead": "bertkit_plugins.electra.task:ReplacedTokenDetectionHead",
 }
 __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
@@ -28,5 +30,6 @@ def register_encoders(register: Callable) -> None:
 
 
 @bertkit.hookimpl
-def register_heads(register: Callable) -> None:
-    register(EXPORTS["ReplacedTokenDetectionHead"])
+def register_tasks(register: Callable) -> None:
+    register(EXPORTS["ReplacedTokenDetection"])
+    register(EXPORTS["ReplacedTokenDetectionHead"], deprecated=True)  # release 0.1's name

@@ -1,43 +1,31 @@
-"""``ReplacedTokenDetectionHead``: ELECTRA pre-training (Clark et al. 2020, §3).
-
-A small generator (a narrower encoder sharing the discriminator's embeddings) is trained with
-masked LM on the masked positions; its samples replace the masked tokens; the encoder being
-trained (the discriminator) reads the corrupted text and predicts, for every token, whether it
-was replaced. Loss = generator MLM loss + ``discriminator_weight`` x mean binary cross-entropy
-over the real tokens (λ = 50 in the paper). No gradient flows through the sampling.
+"""``ElectraPreTrainingHeads``: ELECTRA's generator and discriminator heads (Clark et al. 2020).
 
 Layers and names follow google-research/electra ``run_pretraining.py`` and transformers
 (``ElectraGeneratorPredictions``: dense H_g -> E, GELU, LayerNorm, then a decoder tied to the
 word embeddings plus a bias; ``ElectraDiscriminatorPredictions``: dense H -> H, activation,
-``dense_prediction`` H -> 1). Defaults: generator width 1/4 of the discriminator's (§3.2, Figure 3:
-1/4-1/2 works best), the same number of layers, sampling temperature 1.
+``dense_prediction`` H -> 1).
 
-Any encoder family: a BERT or ELECTRA discriminator gets the ELECTRA generator above; another
-family's (RoBERTa, ModernBERT) a narrower encoder of its own class on its embeddings through a
-projection (``family_generator``), so positions, RoPE and attention pattern are the family's.
-
-Data: the corpora, prepared shards and masking of ``MaskedLMHead`` (``CorpusHead``; no sentence task).
+Any encoder family: a BERT or ELECTRA discriminator gets the ELECTRA generator; another family's
+(RoBERTa, ModernBERT) a narrower encoder of its own class on its embeddings through a projection
+(``family_generator``), so positions, RoPE and attention pattern are the family's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
-from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.electra.encoder import ElectraConfig, ElectraEncoder
-from bertkit_plugins.pretraining.head import CorpusHead, MaskedText
-from bertkit_plugins.pretraining.masking import MaskingStrategy
 from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
 from bertkit.model.bert import ACTIVATIONS, EncoderOutput
 from bertkit.model.config import BertConfig
-from bertkit.tasks.legacy import Batch, by_example
+from bertkit.tasks.head import Head
+from bertkit.tasks.task import Batch
+from bertkit.utils.moved import forwarding
 
 
 def generator_width(config: BertConfig, generator_size: float) -> int:
@@ -121,57 +109,30 @@ def init_linears(module: nn.Module, std: float) -> None:
             nn.init.zeros_(layer.bias)
 
 
-class ReplacedTokenDetectionHead(CorpusHead):
-    """ELECTRA pre-training: a generator fills the masked tokens, the encoder detects replacements.
+class ElectraPreTrainingHeads(Head):
+    """The generator (its encoder, ``generator_predictions`` and an output bias, tied to the word
+    embeddings) and the discriminator's ``discriminator_predictions``.
 
     Args:
-        generator_size: the generator's width as a fraction of the encoder's (Clark et al. §3.2).
-        discriminator_weight: λ, the weight of the replaced-token-detection loss (50).
-        temperature: softmax temperature of the generator's samples (1).
-        masking: the masking strategy of the generator's input (default token-level 15 %,
-            80/10/10, at most 20 predictions per sequence).
-        dynamic_masking: draw masks when an instance is read instead of using stored ones.
-        dupe_factor: when preparing a corpus: passes per document (see ``bertkit prepare``).
-        short_seq_prob: when preparing: share of shorter target lengths (0.1).
-        documents_per_shard: when preparing: documents per shard.
-        prepare_workers: when preparing: worker processes (0 = one per core).
-        prepare_seed: when preparing: the seed of instances and static masks.
-
-    Raises:
-        ValueError: ``generator_size`` outside (0, 1], a negative weight or a temperature <= 0.
+        config: the discriminator's (encoder's) config.
+        generator_size: the generator's width as a fraction of the encoder's.
+        discriminator_weight: λ, the weight of the replaced-token-detection loss.
+        temperature: softmax temperature of the generator's samples.
     """
 
     hf_architecture = "ElectraForPreTraining"
 
     def __init__(
-        self,
-        generator_size: float = 0.25,
-        discriminator_weight: float = 50.0,
-        temperature: float = 1.0,
-        masking: MaskingStrategy | None = None,
-        dynamic_masking: bool = True,
-        dupe_factor: int = 1,
-        short_seq_prob: float = 0.1,
-        documents_per_shard: int = 500,
-        prepare_workers: int = 0,
-        prepare_seed: int = 12345,
+        self, config: BertConfig, generator_size: float, discriminator_weight: float, temperature: float
     ) -> None:
         super().__init__()
-        if not 0 < generator_size <= 1:
-            raise ValueError(f"model.head.generator_size={generator_size}: expected 0 < generator_size <= 1")
-        if discriminator_weight < 0 or temperature <= 0:
-            raise ValueError(
-                f"model.head: discriminator_weight={discriminator_weight} must be >= 0 and "
-                f"temperature={temperature} > 0"
-            )
-        self.save_hyperparameters(ignore=["masking"])
-        self.use_masking(masking)
+        self.generator_size, self.discriminator_weight, self.temperature = (
+            generator_size,
+            discriminator_weight,
+            temperature,
+        )
         self._embedding: list[nn.Embedding] = []
-
-    # ----- layers -----
-
-    def build(self, config: BertConfig) -> None:
-        gen = generator_config(config, self.hparams.generator_size)
+        gen = generator_config(config, generator_size)
         if has_electra_generator(config):  # else ``attach`` builds one of the encoder's family
             self.generator = Generator(gen)
         self.generator_predictions = nn.Sequential()
@@ -203,7 +164,7 @@ class ReplacedTokenDetectionHead(CorpusHead):
         if has_electra_generator(encoder.config):
             self.generator.share(encoder.embeddings)
         else:
-            self.generator = family_generator(encoder, self.hparams.generator_size)
+            self.generator = family_generator(encoder, self.generator_size)
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """``ElectraForPreTraining``'s ``discriminator_predictions.*`` (the generator is not exported)."""
@@ -224,7 +185,7 @@ class ReplacedTokenDetectionHead(CorpusHead):
         hidden = self.generator_predictions(generated.select(chosen))  # (M, E)
         logits = F.linear(hidden, self._embedding[0].weight, self.generator_lm_bias)  # (M, V)
         with torch.no_grad():
-            probabilities = F.softmax(logits.float() / self.hparams.temperature, dim=-1)
+            probabilities = F.softmax(logits.float() / self.temperature, dim=-1)
             sampled = torch.multinomial(probabilities, 1).squeeze(-1) if len(logits) else labels[chosen]  # (M,)
         corrupted = torch.where(chosen, labels, batch["input_ids"])  # the original text …
         corrupted[chosen] = sampled  # … with the generator's tokens where it was masked
@@ -242,7 +203,7 @@ class ReplacedTokenDetectionHead(CorpusHead):
         generator_logits, chosen = batch["generator_logits"], batch["chosen"]
         token_losses = F.cross_entropy(generator_logits.float(), batch["labels"][chosen], reduction="none")  # (M,)
         out["mlm_loss"] = token_losses.mean() if token_losses.numel() else generator_logits.sum() * 0.0
-        out["loss"] = out["mlm_loss"] + self.hparams.discriminator_weight * out["rtd_loss"]
+        out["loss"] = out["mlm_loss"] + self.discriminator_weight * out["rtd_loss"]
         out.update(mlm_logits=generator_logits, mlm_chosen=chosen, mlm_token_losses=token_losses, replaced=target)
         return out
 
@@ -267,28 +228,6 @@ class ReplacedTokenDetectionHead(CorpusHead):
         values["mlm_perplexity"] = torch.exp(values["mlm_loss"])
         return values
 
-    # ----- predictions: which tokens of a text look replaced -----
 
-    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[MaskedText]:
-        """Texts to check, one per line (blank lines skipped)."""
-        return [MaskedText(line, f"{path}:{number}") for number, line in lines if line.strip()]
-
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        probabilities = outputs["rtd_logits"].float().sigmoid()  # (B, T)
-        lengths = batch["attention_mask"].sum(-1).tolist()
-        return [
-            {"example_index": e, "input_ids": batch["input_ids"][i, :n].tolist(), "p": probabilities[i, :n].tolist()}
-            for i, (e, n) in enumerate(zip(batch["example_index"].tolist(), lengths, strict=True))
-        ]
-
-    def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Per text: each token (specials included) and the probability that it was replaced."""
-        to_token = self._tokenizer.backend.id_to_token
-        records = []
-        for example, (feature,) in zip(examples, by_example(predictions, len(examples), self), strict=True):
-            tokens = [
-                {"token": to_token(t), "replaced_probability": round(p, 6)}
-                for t, p in zip(feature["input_ids"], feature["p"], strict=True)
-            ]
-            records.append({"source": example.source, "text": example.text, "tokens": tokens})
-        return records
+# release 0.1's bertkit_plugins.electra.head.ReplacedTokenDetectionHead
+__getattr__ = forwarding(__name__, "bertkit_plugins.electra.task")

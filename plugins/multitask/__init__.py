@@ -1,11 +1,21 @@
-"""Built-in plugin: registers the core's ``MultiTaskHead`` (several heads on one encoder), so a
-recipe can name it ``class_path: MultiTaskHead`` and ``bertkit plugins`` lists it."""
+"""Built-in plugin: several tasks on one encoder (``MultiTask``), each with its own data files,
+head, loss weight, metrics and records."""
 
 from collections.abc import Callable
 
 import bertkit
+from bertkit.plugins import lazy_exports
+
+EXPORTS = {
+    "MultiTask": "bertkit_plugins.multitask.task:MultiTask",
+    "MultiTaskHeads": "bertkit_plugins.multitask.head:MultiTaskHeads",
+    "MultiTaskHead": "bertkit_plugins.multitask.task:MultiTaskHead",
+}
+__all__ = list(EXPORTS)
+__getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
-def register_heads(register: Callable) -> None:
-    register("bertkit.tasks.multitask:MultiTaskHead")
+def register_tasks(register: Callable) -> None:
+    register(EXPORTS["MultiTask"])
+    register(EXPORTS["MultiTaskHead"], deprecated=True)  # release 0.1's name

@@ -1,4 +1,4 @@
-"""Built-in plugin: extractive question answering (SQuAD v1.1 and v2.0 span start/end)."""
+"""Built-in plugin: extractive question answering (SQuAD v1.1 and v2.0)."""
 
 from collections.abc import Callable
 
@@ -6,12 +6,15 @@ import bertkit
 from bertkit.plugins import lazy_exports
 
 EXPORTS = {
-    "QuestionAnsweringHead": "bertkit_plugins.question_answering.head:QuestionAnsweringHead",
+    "QuestionAnswering": "bertkit_plugins.question_answering.task:QuestionAnswering",
+    "AnswerSpanHead": "bertkit_plugins.question_answering.head:AnswerSpanHead",
+    "QuestionAnsweringHead": "bertkit_plugins.question_answering.task:QuestionAnsweringHead",
 }
 __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
-def register_heads(register: Callable) -> None:
-    register(EXPORTS["QuestionAnsweringHead"])
+def register_tasks(register: Callable) -> None:
+    register(EXPORTS["QuestionAnswering"])
+    register(EXPORTS["QuestionAnsweringHead"], deprecated=True)  # release 0.1's name

@@ -6,12 +6,15 @@ import bertkit
 from bertkit.plugins import lazy_exports
 
 EXPORTS = {
-    "SequenceClassificationHead": "bertkit_plugins.sequence_classification.head:SequenceClassificationHead",
+    "SequenceClassification": "bertkit_plugins.sequence_classification.task:SequenceClassification",
+    "PooledClassificationHead": "bertkit_plugins.sequence_classification.head:PooledClassificationHead",
+    "SequenceClassificationHead": "bertkit_plugins.sequence_classification.task:SequenceClassificationHead",
 }
 __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
-def register_heads(register: Callable) -> None:
-    register(EXPORTS["SequenceClassificationHead"])
+def register_tasks(register: Callable) -> None:
+    register(EXPORTS["SequenceClassification"])
+    register(EXPORTS["SequenceClassificationHead"], deprecated=True)  # release 0.1's name

@@ -1,5 +1,5 @@
-"""Built-in plugin: named-entity recognition, as token tagging (with an optional CRF) or as
-spans (nested entities)."""
+"""Built-in plugin: named-entity recognition, as token classification (with an optional CRF) or
+as span classification (nested entities)."""
 
 from collections.abc import Callable
 
@@ -7,7 +7,11 @@ import bertkit
 from bertkit.plugins import lazy_exports
 
 EXPORTS = {
-    "TokenTaggingHead": "bertkit_plugins.token_tagging.head:TokenTaggingHead",
+    "TokenClassification": "bertkit_plugins.token_tagging.task:TokenClassification",
+    "TokenClassificationHead": "bertkit_plugins.token_tagging.head:TokenClassificationHead",
+    "SpanClassification": "bertkit_plugins.token_tagging.span:SpanClassification",
+    "SpanClassificationHead": "bertkit_plugins.token_tagging.span_head:SpanClassificationHead",
+    "TokenTaggingHead": "bertkit_plugins.token_tagging.task:TokenTaggingHead",
     "SpanHead": "bertkit_plugins.token_tagging.span:SpanHead",
 }
 __all__ = list(EXPORTS)
@@ -15,6 +19,8 @@ __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
 @bertkit.hookimpl
-def register_heads(register: Callable) -> None:
-    register(EXPORTS["TokenTaggingHead"])
-    register(EXPORTS["SpanHead"])
+def register_tasks(register: Callable) -> None:
+    register(EXPORTS["TokenClassification"])
+    register(EXPORTS["SpanClassification"])
+    register(EXPORTS["TokenTaggingHead"], deprecated=True)  # release 0.1's name
+    register(EXPORTS["SpanHead"], deprecated=True)

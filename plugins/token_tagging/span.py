@@ -1,5 +1,6 @@
-"""``SpanHead``: entities as spans, nested or flat: every span of up to ``max_span_width`` words
-is classified from its first and last words' states and a width embedding.
+"""``SpanClassification``: entities as spans, nested or flat: every span of up to
+``max_span_width`` words is classified (``SpanClassificationHead``) from its first and last
+words' states and a width embedding.
 
 The span representation is Lee et al. 2017's (endpoints and a learned width feature), as in
 SpERT (Eberts & Ulges 2020) and spaCy's span categorizer; flat output keeps the best-scoring
@@ -23,17 +24,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, tokenized_records
-from bertkit_plugins.token_tagging.head import TokenTaggingHead, packed_positions
-from bertkit_plugins.token_tagging.span_metric import SpanF1, keep_best
-from torch import nn
+from bertkit_plugins.token_tagging.span_metric import keep_best
+from bertkit_plugins.token_tagging.task import TokenClassification
 
-from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
-from bertkit.model.dropout import Dropout
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.legacy import Batch, Feature, by_example
+from bertkit.tasks.head import Head
+from bertkit.tasks.task import Batch, Feature, by_example, deprecated_alias
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +70,7 @@ def read_span_jsonl(path: str | Path, tokens_field: str, entities_field: str, la
     return sentences
 
 
-class SpanHead(TokenTaggingHead):
+class SpanClassification(TokenClassification):
     """Span classification for nested or flat entities.
 
     Args:
@@ -82,19 +80,18 @@ class SpanHead(TokenTaggingHead):
         nested: keep every span classified as an entity (nested and overlapping output); False:
             keep the best-scoring spans that do not overlap (flat output).
         width_embedding_size: size of the learned span-width embedding.
-        tag_scheme, tag_column: how CoNLL files are read (as ``TokenTaggingHead``).
+        tag_scheme, tag_column: how CoNLL files are read (as ``TokenClassification``).
         tokens_field: the token list's field in JSON Lines files.
         entities_field: the span list's field in JSON Lines files.
         stride: tokens of overlap between windows of a sentence longer than ``max_length``; a
             span is classified in the window that owns its first word, when its last word is in
             that window too.
         classifier_dropout: dropout before the span classifier.
-        context: document context, as ``TokenTaggingHead``'s.
+        context: document context, as ``TokenClassification``'s.
     """
 
     pad_values: ClassVar[Mapping[str, int]] = {"word_present": -1, "span_labels": -100, "gold_spans": -1}
-    hf_architecture = "BertModel"  # no transformers class classifies spans: an export is the encoder alone
-    onnx_outputs = ()
+    data_settings = ("tag_scheme", "tag_column", "tokens_field", "entities_field")
 
     def __init__(
         self,
@@ -112,7 +109,7 @@ class SpanHead(TokenTaggingHead):
     ) -> None:
         if max_span_width < 1 or width_embedding_size < 1:
             raise ValueError(
-                f"model.head: max_span_width={max_span_width} and width_embedding_size={width_embedding_size}: "
+                f"model.task: max_span_width={max_span_width} and width_embedding_size={width_embedding_size}: "
                 "expected positive numbers"
             )
         super().__init__(
@@ -122,25 +119,14 @@ class SpanHead(TokenTaggingHead):
         self.save_hyperparameters(ignore=["tags_field", "label_all_subwords", "crf", "crf_learning_rate"])  # fmt: skip
         self.types = list(entity_types)
         self.type_ids = {t: i + 1 for i, t in enumerate(self.types)}  # 0: not an entity
-        self.metrics = nn.ModuleDict({stage: SpanF1(self.types, nested) for stage in ("val", "test")})
 
-    def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        return {}
+    def build_head(self, config: BertConfig, tokenizer: BertTokenizer) -> Head:
+        from bertkit_plugins.token_tagging.span_head import SpanClassificationHead
 
-    def hf_config(self) -> dict[str, Any]:
-        return {}
-
-    def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
-        return []
-
-    def build(self, config: BertConfig) -> None:
         hp = self.hparams
-        self.dropout = Dropout(hp.classifier_dropout)
-        self.width_embedding = nn.Embedding(hp.max_span_width, hp.width_embedding_size)
-        self.classifier = nn.Linear(2 * config.hidden_size + hp.width_embedding_size, len(self.types) + 1)
-        for layer in (self.width_embedding, self.classifier):
-            nn.init.normal_(layer.weight, std=config.initializer_range)
-        nn.init.zeros_(self.classifier.bias)
+        return SpanClassificationHead(
+            self.types, config, hp.max_span_width, hp.nested, hp.width_embedding_size, hp.classifier_dropout
+        )
 
     # ----- data -----
     def read(self, path: Path, labelled: bool = True) -> list[Sentence]:
@@ -156,7 +142,7 @@ class SpanHead(TokenTaggingHead):
             bad = next((k for _, _, k in s.spans or [] if k not in self.type_ids), None)
             if bad is not None:
                 raise ValueError(
-                    f"{s.source}: entity type {bad!r} not in model.head.entity_types {self.types}; add it to the recipe"
+                    f"{s.source}: entity type {bad!r} not in model.task.entity_types {self.types}; add it to the recipe"
                 )
         return sentences
 
@@ -212,54 +198,11 @@ class SpanHead(TokenTaggingHead):
             )  # fmt: skip
         return features
 
-    # ----- model -----
-    def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
-        states = encoded.map_tokens(lambda h: h)  # (B, T, H)
-        positions = packed_positions(batch["word_present"])  # (B, W): each word's first sub-word
-        starts = torch.where(positions >= 0, batch["word_present"].gather(1, positions.clamp(min=0)), -1)  # its index
-        size, count, width = positions.shape[0], positions.shape[1], self.hparams.max_span_width
-        owned = (batch["word_index"].gather(1, positions.clamp(min=0)) >= 0) & (positions >= 0)  # (B, W)
-        last = torch.arange(count, device=positions.device).unsqueeze(1) + torch.arange(width, device=positions.device)
-        inside = (last < count) & (positions[:, last.clamp(max=count - 1)] >= 0)  # (B, W, K): last word in the row
-        words = states.gather(1, positions.clamp(min=0).unsqueeze(2).expand(-1, -1, states.shape[2]))  # (B, W, H)
-        spans = torch.cat(
-            [
-                words.unsqueeze(2).expand(-1, -1, width, -1),
-                words[:, last.clamp(max=count - 1)],
-                self.width_embedding.weight.expand(size, count, -1, -1),
-            ],
-            dim=-1,
-        )  # (B, W, K, 2H + E): first word, last word, width
-        logits = self.classifier(self.dropout(spans))  # (B, W, K, 1 + types); 0: not an entity
-        out = {"logits": logits, "span_start": starts, "span_valid": owned.unsqueeze(2) & inside}
-        if "span_labels" in batch:
-            labels = batch["span_labels"].view(size, count, width)
-            out["loss"] = F.cross_entropy(logits.flatten(0, 2).float(), labels.flatten(), ignore_index=-100)
-        return out
-
-    def _spans(self, outputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The spans classified as entities: (N, 5) long rows ``(row, first word, end word
-        (exclusive), type id, 0)`` and their probabilities (N,)."""
-        probs = outputs["logits"].float().softmax(-1)
-        score, label = probs[..., 1:].max(-1)  # (B, W, K)
-        chosen = outputs["span_valid"] & (score > probs[..., 0])
-        rows, a, k = chosen.nonzero(as_tuple=True)
-        first = outputs["span_start"][rows, a]
-        return torch.stack([rows, first, first + k + 1, label[rows, a, k] + 1], 1), score[rows, a, k]
-
-    def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
-        spans, scores = self._spans(outputs)
-        examples = batch["example_index"]
-        gold = batch["gold_spans"].reshape(len(examples), batch["gold_spans"].shape[1] // 3, 3)
-        rows, slots = (gold[..., 0] >= 0).nonzero(as_tuple=True)
-        self.metrics[stage].update(
-            torch.cat([examples[spans[:, 0]].unsqueeze(1), spans[:, 1:]], 1), scores,
-            torch.cat([examples[rows].unsqueeze(1), gold[rows, slots]], 1),
-        )  # fmt: skip
-
     # ----- predictions -----
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        spans, scores = self._spans(outputs)
+        """Per window: the spans the head classified as entities (``decode``'s ``spans`` and
+        ``span_scores``) as (first word, end word, type, probability)."""
+        spans, scores = outputs["spans"], outputs["span_scores"]
         rows: list[dict[str, Any]] = [{"example_index": int(e), "spans": []} for e in batch["example_index"]]
         for (row, first, end, label), score in zip(spans.tolist(), scores.tolist(), strict=True):
             rows[row]["spans"].append((first, end, self.types[label - 1], score))
@@ -296,3 +239,6 @@ class SpanHead(TokenTaggingHead):
     def sample_files(self) -> dict[str, Path]:
         """The nested-entity sample (``sample/nested``: protein, DNA, cell_type, cell_line)."""
         return dict(SAMPLE_NESTED)
+
+
+SpanHead = deprecated_alias(SpanClassification, "SpanHead", __name__)

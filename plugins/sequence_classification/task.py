@@ -1,0 +1,309 @@
+"""``SequenceClassification``: one label (or several, or a number) per text or text pair.
+
+BERT's fine-tuning recipe for GLUE (Devlin et al. 2019, §4.1; google-research/bert
+run_classifier.py): pairs are packed ``[CLS] A [SEP] B [SEP]`` with segment ids 0 / 1 and
+truncated longest-first; the head (``PooledClassificationHead``) is the pooled ``[CLS]`` vector
+(tanh pooler) -> dropout -> one linear layer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from bertkit_plugins.sequence_classification.readers import (
+    Column,
+    Example,
+    Quoting,
+    file_format,
+    read_jsonl,
+    read_lines,
+    read_table,
+)
+from bertkit_plugins.sequence_classification.sample import tables
+
+from bertkit.data.samples import sample_files
+from bertkit.model.config import BertConfig
+from bertkit.model.tokenizer import BertTokenizer
+from bertkit.tasks.head import Head
+from bertkit.tasks.task import Batch, Feature, Task, deprecated_alias
+from bertkit.utils.choices import check
+
+ProblemType = Literal["single_label", "multi_label", "regression"]
+Pooling = Literal["cls", "mean"]
+FileFormat = Literal["auto", "tsv", "csv", "jsonl"]
+
+
+def _label_order(labels: set[str]) -> list[str]:
+    """Sorted labels; numerically when every label is a number (so ``2`` comes before ``10``)."""
+    try:
+        return sorted(labels, key=float)
+    except ValueError:
+        return sorted(labels)
+
+
+class SequenceClassification(Task):
+    """Sequence classification or regression (single texts and text pairs).
+
+    Args:
+        problem_type: ``single_label`` (softmax, cross-entropy), ``multi_label`` (a sigmoid per
+            label, binary cross-entropy; labels at or above ``threshold`` are predicted) or
+            ``regression`` (one output, mean squared error; STS-B style).
+        labels: the label vocabulary in output order. None (default) = the distinct labels of the
+            training file, sorted (numerically if all are numbers); stored in checkpoints. A
+            label outside it in any file is an error naming the file and line.
+        balanced_weights: the ``balanced`` class weights, counted on the training file
+            (``learn``) and stored in checkpoints; leave it unset.
+        text_column: the text: a header name or 0-based index (TSV/CSV), a field name (JSONL).
+        text_pair_column: the second text of a pair task; ``""`` (default) for single texts.
+            (Not None: jsonargparse would read a quoted name starting with ``#``, such as
+            MRPC's ``"#2 String"``, as an empty YAML value.)
+        label_column: the label (the value's text; a JSON number or list is accepted).
+        file_format: ``auto`` (by suffix: .csv, .jsonl/.json, anything else TSV), ``tsv``,
+            ``csv`` or ``jsonl``. ``.txt`` files given to ``predict`` are plain text: one
+            example per line, a tab between the texts of a pair.
+        header: TSV/CSV files start with a header line.
+        quoting: ``minimal`` (standard CSV quoting, fields on one line), ``multiline`` (quoted
+            fields may hold line breaks) or ``none`` (quotes are text; MRPC).
+        label_separator: separates the labels of a multi-label row in TSV/CSV.
+        pooling: ``cls`` (the tanh pooler over ``[CLS]``, as BERT) or ``mean`` (mean of the last
+            hidden states over real tokens, as Sentence-BERT).
+        class_weights: None; ``balanced`` (weight n / (k * n_c) per class, sklearn's rule; for
+            multi-label the BCE ``pos_weight`` = negatives / positives per label), counted on
+            the training file; or one weight per label.
+        threshold: multi-label decision threshold on each sigmoid probability.
+        positive_label: the label whose F1 is reported as ``f1`` in two-label tasks; None =
+            ``1`` if it is a label, else the second label.
+        classifier_dropout: dropout before the linear layer (BERT: 0.1).
+    """
+
+    learned = ("labels", "balanced_weights")
+    data_settings = (
+        "text_column", "text_pair_column", "label_column", "file_format", "header", "quoting", "label_separator",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        problem_type: ProblemType = "single_label",
+        labels: list[str] | None = None,
+        text_column: Column = "sentence",
+        text_pair_column: Column = "",
+        label_column: Column = "label",
+        file_format: FileFormat = "auto",
+        header: bool = True,
+        quoting: Quoting = "minimal",
+        label_separator: str = ",",
+        pooling: Pooling = "cls",
+        class_weights: list[float] | str | None = None,
+        threshold: float = 0.5,
+        positive_label: str | None = None,
+        classifier_dropout: float = 0.1,
+        balanced_weights: list[float] | None = None,
+    ) -> None:
+        super().__init__()
+        for name, value, kind in (
+            ("problem_type", problem_type, ProblemType),
+            ("pooling", pooling, Pooling),
+            ("file_format", file_format, FileFormat),
+            ("quoting", quoting, Quoting),
+        ):
+            check(f"model.task.{name}", value, kind)
+        if isinstance(class_weights, str) and class_weights != "balanced":
+            raise ValueError(f"model.task.class_weights={class_weights!r}: expected balanced or a list of weights")
+        if problem_type == "regression" and class_weights is not None:
+            raise ValueError("model.task.class_weights: not used by regression; remove it")
+        if labels is not None and len(set(labels)) != len(labels):
+            raise ValueError(f"model.task.labels={labels!r}: labels must be distinct")
+        self.save_hyperparameters()
+        self.pair_column = None if text_pair_column == "" else text_pair_column
+
+    # ----- what the task learns from train -----
+    @property
+    def ready(self) -> bool:
+        hp = self.hparams
+        if hp.problem_type == "regression":
+            return True
+        return hp.labels is not None and (hp.class_weights != "balanced" or hp.balanced_weights is not None)
+
+    def learn(self, examples: list[Example]) -> None:
+        """Count labels on the training examples: without ``labels`` they become the vocabulary;
+        with ``class_weights: balanced`` they give the weights (sklearn's rule n / (k * n_c) per
+        class; multi-label: the BCE ``pos_weight`` = negatives / positives per label)."""
+        hp = self.hparams
+        if hp.problem_type == "regression":
+            return
+        counts = Counter(label for e in examples for label in _as_list(e.label))
+        if hp.labels is None:
+            hp.labels = _label_order(set(counts))
+        if hp.class_weights == "balanced":
+            n = torch.tensor([float(counts[label]) for label in hp.labels]).clamp(min=1.0)
+            weights = (
+                (len(examples) - n).clamp(min=0.0) / n if hp.problem_type == "multi_label" else n.sum() / (len(n) * n)
+            )
+            hp.balanced_weights = weights.tolist()
+
+    def loss_weights(self) -> list[float] | None:
+        """The loss weight of each label (``class_weights``), None without weights; ones for
+        ``balanced`` weights not counted yet (a checkpoint of release 0.1 brings its own)."""
+        hp = self.hparams
+        if hp.class_weights is None:
+            return None
+        if isinstance(hp.class_weights, list):
+            return list(hp.class_weights)
+        return hp.balanced_weights or [1.0] * len(hp.labels)
+
+    def num_outputs(self) -> int:
+        """Outputs of the classifier: one per label, one for regression.
+
+        Raises:
+            ValueError: fewer than two single-label labels, or as many class weights as labels.
+        """
+        hp = self.hparams
+        num_outputs = 1 if hp.problem_type == "regression" else len(hp.labels)
+        if hp.problem_type == "single_label" and num_outputs < 2:
+            raise ValueError(f"model.task.labels={hp.labels!r}: single_label classification needs at least 2 labels")
+        if isinstance(hp.class_weights, list) and len(hp.class_weights) != num_outputs:
+            raise ValueError(
+                f"model.task.class_weights has {len(hp.class_weights)} weights for {num_outputs} labels {hp.labels}"
+            )
+        return num_outputs
+
+    def build_head(self, config: BertConfig, tokenizer: BertTokenizer) -> Head:
+        from bertkit_plugins.sequence_classification.head import PooledClassificationHead
+
+        return PooledClassificationHead(self, config)
+
+    def positive_index(self) -> int:
+        """Index of ``positive_label`` (default: ``1`` if it is a label, else the second label)."""
+        labels, positive = self.hparams.labels or [], self.hparams.positive_label
+        if positive is not None:
+            if positive not in labels:
+                raise ValueError(f"model.task.positive_label={positive!r} is not one of the labels {labels}")
+            return labels.index(positive)
+        return labels.index("1") if "1" in labels else 1
+
+    # ----- data -----
+    def _parse_label(self, raw: Any, source: str) -> Any:
+        hp = self.hparams
+        if hp.problem_type == "regression":
+            try:
+                value = float(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"{source}: label {raw!r} is not a number (problem_type: regression)") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{source}: label {raw!r} is not a finite number (problem_type: regression)")
+            return value
+        if hp.problem_type == "multi_label":
+            if isinstance(raw, list):
+                return [str(x).strip() for x in raw]
+            return [x.strip() for x in str(raw).split(hp.label_separator) if x.strip()]
+        if isinstance(raw, float) and raw.is_integer():
+            raw = int(raw)
+        if isinstance(raw, (list, dict)) or raw is None:
+            raise ValueError(f"{source}: label {raw!r} is not a single label (problem_type: single_label)")
+        return str(raw).strip()
+
+    def read(self, path: Path, labelled: bool = True) -> list[Example]:
+        hp = self.hparams
+        label_column = hp.label_column if labelled else None
+        fmt = file_format(Path(path), hp.file_format)
+        if fmt == "jsonl":
+            for name in ("text_column", "text_pair_column", "label_column"):
+                if isinstance(hp[name], int):
+                    raise ValueError(f"{path}: model.task.{name}={hp[name]} must be a field name for JSON Lines")
+            examples = read_jsonl(path, hp.text_column, self.pair_column, label_column)
+        else:
+            delimiter = "," if fmt == "csv" else "\t"
+            examples = read_table(
+                path, hp.text_column, self.pair_column, label_column, delimiter, hp.header, hp.quoting
+            )
+        if labelled:
+            for e in examples:
+                e.label = self._parse_label(e.label, e.source)
+        return examples
+
+    def sample_files(self) -> dict[str, Path] | None:
+        """A generated sentiment (single texts) or paraphrase (pairs) sample with this head's
+        column names, labels 0/1 (``bertkit_plugins.sequence_classification.sample``); none for
+        regression, multi-label or columns given by index."""
+        hp = self.hparams
+        named = isinstance(hp.text_column, str) and isinstance(hp.label_column, str)
+        if hp.problem_type != "single_label" or not named or not hp.header or isinstance(self.pair_column, int):
+            return None
+        kind = "paraphrase" if self.pair_column else "sentiment"
+        return sample_files(f"classification-{kind}", tables(hp.text_column, self.pair_column, hp.label_column))
+
+    def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Example]:
+        return read_lines(path, lines, pairs=self.pair_column is not None)
+
+    def _label_target(self, example: Example, label_ids: dict[str, int]) -> Any:
+        hp = self.hparams
+        if hp.problem_type == "regression":
+            return example.label
+        unknown = [x for x in _as_list(example.label) if x not in label_ids]
+        if unknown:
+            raise ValueError(
+                f"{example.source}: label {unknown[0]!r} is not in the label vocabulary {hp.labels} "
+                "(built from the training file, or model.task.labels)"
+            )
+        if hp.problem_type == "multi_label":
+            hot = [0.0] * len(hp.labels)
+            for label in example.label:
+                hot[label_ids[label]] = 1.0
+            return hot
+        return label_ids[example.label]
+
+    def featurize(self, examples: list[Example], tokenizer: BertTokenizer, max_length: int) -> list[Feature]:
+        pairs = [e.text_pair for e in examples] if self.pair_column is not None else None
+        encodings = tokenizer.encode_batch([e.text for e in examples], pairs, max_length)
+        label_ids = {label: i for i, label in enumerate(self.hparams.labels or [])}
+        features = []
+        for index, (example, enc) in enumerate(zip(examples, encodings, strict=True)):
+            feature = {"input_ids": enc.input_ids, "token_type_ids": enc.token_type_ids, "example_index": index}
+            if example.label is not None:
+                feature["labels"] = self._label_target(example, label_ids)
+            features.append(feature)
+        return features
+
+    # ----- predictions -----
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        logits = outputs["logits"].float()
+        problem = self.hparams.problem_type
+        if problem == "regression":
+            scores = logits.squeeze(-1)
+        else:
+            scores = logits.sigmoid() if problem == "multi_label" else logits.softmax(-1)
+        return [
+            {"example_index": i, "scores": s}
+            for i, s in zip(batch["example_index"].tolist(), scores.tolist(), strict=True)
+        ]
+
+    def format_record(self, example: Example, prediction: dict[str, Any]) -> dict[str, Any]:
+        hp = self.hparams
+        record: dict[str, Any] = {"source": example.source, "text": example.text}
+        if example.text_pair is not None:
+            record["text_pair"] = example.text_pair
+        values = prediction["scores"]
+        if hp.problem_type == "regression":
+            record["score"] = values
+        else:
+            probabilities = dict(zip(hp.labels, values, strict=True))
+            if hp.problem_type == "multi_label":
+                record["labels"] = [label for label, p in probabilities.items() if p >= hp.threshold]
+            else:
+                record["label"] = max(probabilities, key=probabilities.get)
+            record["probabilities"] = probabilities
+        return record
+
+
+def _as_list(label: Any) -> list[str]:
+    return label if isinstance(label, list) else [label]
+
+
+SequenceClassificationHead = deprecated_alias(
+    SequenceClassification, "SequenceClassificationHead", "bertkit_plugins.sequence_classification.head"
+)
