@@ -1,5 +1,5 @@
 """One training step of a ModernBERT-base-shaped encoder at long lengths: bertkit's
-``ModernBertEncoder`` (unpadded) vs transformers' ``ModernBertModel`` (SDPA attention), same
+``ModernBertModel`` (unpadded) vs transformers' ``ModernBertModel`` (SDPA attention), same
 machine, same run.
 
 Each case runs in a fresh process per implementation: random weights of ModernBERT-base's shape
@@ -45,9 +45,9 @@ def build(implementation: str):
 
     torch.manual_seed(0)
     if implementation == "bertkit":
-        from bertkit_plugins.modernbert import ModernBertConfig, ModernBertEncoder
+        from bertkit_plugins.modernbert import ModernBertConfig, ModernBertModel
 
-        encoder = ModernBertEncoder(ModernBertConfig(**SHAPE), add_pooling_layer=False)
+        encoder = ModernBertModel(ModernBertConfig(**SHAPE), add_pooling_layer=False)
         return encoder, lambda ids, mask: encoder(ids, mask).last_hidden_state
     import transformers
 

@@ -17,7 +17,7 @@ install()  # release 0.1's module paths (bertkit.heads …) import, with a Depre
 if TYPE_CHECKING:
     from bertkit.cli.recipe import Composed, compose
     from bertkit.data.datamodule import BertDataModule, TaskData
-    from bertkit.model.bert import BertEncoder, EncoderOutput, token_features
+    from bertkit.model.bert import BertModel, EncoderOutput, token_features
     from bertkit.model.config import BertConfig
     from bertkit.model.tokenizer import BertTokenizer
     from bertkit.tasks.legacy import Head
@@ -32,7 +32,7 @@ _HOME = {
     "Batch": "tasks.task",
     "BertConfig": "model.config",
     "BertDataModule": "data.datamodule",
-    "BertEncoder": "model.bert",
+    "BertModel": "model.bert",
     "BertModule": "training.module",
     "BertTokenizer": "model.tokenizer",
     "Composed": "cli.recipe",
@@ -51,7 +51,7 @@ __all__ = [
     "Batch",
     "BertConfig",
     "BertDataModule",
-    "BertEncoder",
+    "BertModel",
     "BertModule",
     "BertTokenizer",
     "Composed",
@@ -69,19 +69,28 @@ __all__ = [
 ]
 
 
-# Release 0.1's names here of classes a plugin registers now (by their registered name).
-_REGISTERED = {"MultiTaskHead"}
+# Release 0.1's names here of renamed classes (old -> new name here); a task class that a plugin
+# registers now under a deprecated name (release 0.1 exported one here) resolves by that name.
+_RENAMED = {"BertEncoder": "BertModel"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _REGISTERED:
+    if name[:1].isupper() and name not in _HOME and name not in _RENAMED:
+        from bertkit.plugins import deprecated_names, registered_tasks
+
+        if name in deprecated_names("register_tasks"):
+            import warnings
+
+            warnings.warn(f"bertkit.{name} is deprecated: name the task in a recipe, or import it from its plugin",
+                          DeprecationWarning, stacklevel=2)  # fmt: skip
+            return registered_tasks()[name]
+    if name in _RENAMED:
         import warnings
 
-        from bertkit.plugins import registered_tasks
-
-        warnings.warn(f"bertkit.{name} is deprecated: name it in a recipe, or import it from its plugin",
-                      DeprecationWarning, stacklevel=2)  # fmt: skip
-        return registered_tasks()[name]
+        warnings.warn(
+            f"bertkit.{name} is release 0.1's name of bertkit.{_RENAMED[name]}", DeprecationWarning, stacklevel=2
+        )
+        return __getattr__(_RENAMED[name])
     if name not in _HOME:
         raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
     value = getattr(import_module(f"bertkit.{_HOME[name]}"), name)

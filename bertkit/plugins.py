@@ -1,6 +1,6 @@
 """Plugin loading and the registries (pluggy; entry-point group ``bertkit``).
 
-Built-in plugins (``bertkit_plugins.*``) are entry points of the bertkit distribution itself and
+Built-in plugins are entry points of the bertkit distribution itself and
 load exactly like third-party ones; they always load. Third-party entry points are narrowed by
 ``BERTKIT_LOAD_PLUGINS`` (comma-separated entry-point names; empty = none), as ``LLM_LOAD_PLUGINS``.
 A plugin that fails to import or implements an unknown hook is skipped with a warning naming it;

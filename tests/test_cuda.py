@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import bertkit.model.unpadded
-from bertkit import BertConfig, BertEncoder
+from bertkit import BertConfig, BertModel
 from bertkit.model.unpadded import Unpadded, grouped_attention, padded_attention
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -49,7 +49,7 @@ def routes(monkeypatch) -> list[str]:
 def test_varlen_bf16_matches_the_fp32_padded_encoder(monkeypatch):
     taken = routes(monkeypatch)
     torch.manual_seed(0)
-    encoder = BertEncoder(config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).cuda().train()
+    encoder = BertModel(config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).cuda().train()
     ids, mask = batch(LENGTHS)
     real = mask.bool()
     outputs, grads = [], []
@@ -97,7 +97,7 @@ def test_padded_attention_with_dropout_runs_a_fused_kernel():
 
 def test_training_with_attention_dropout_takes_the_padded_route(monkeypatch):
     taken = routes(monkeypatch)
-    encoder = BertEncoder(config()).cuda().train()  # attention dropout 0.1
+    encoder = BertModel(config()).cuda().train()  # attention dropout 0.1
     ids, mask = batch(LENGTHS)
     with torch.autocast("cuda", torch.bfloat16):
         out = encoder(ids, mask)
@@ -106,13 +106,13 @@ def test_training_with_attention_dropout_takes_the_padded_route(monkeypatch):
 
 
 def test_modernbert_window_on_cuda(monkeypatch):
-    from bertkit_plugins.modernbert import ModernBertConfig, ModernBertEncoder
+    from bertkit_plugins.modernbert import ModernBertConfig, ModernBertModel
 
     taken = routes(monkeypatch)
     torch.manual_seed(0)
     c = ModernBertConfig.preset("tiny", vocab_size=1000, pad_token_id=0, local_attention=8)
     c.hidden_size, c.num_attention_heads, c.intermediate_size, c.num_hidden_layers = 128, 4, 256, 4
-    encoder = ModernBertEncoder(c).cuda().eval()
+    encoder = ModernBertModel(c).cuda().eval()
     ids, mask = batch(LENGTHS)
     real = mask.bool()
     with torch.no_grad():
@@ -130,7 +130,7 @@ def test_modernbert_window_on_cuda(monkeypatch):
 
 def test_compiled_blocks_on_cuda_match_eager():
     torch.manual_seed(0)
-    encoder = BertEncoder(config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).cuda().eval()
+    encoder = BertModel(config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).cuda().eval()
     outputs = []
     for lengths in (LENGTHS, [12, 7, 90], LENGTHS[:3]):  # new lengths: dynamic shapes, no crash
         ids, mask = batch(lengths)

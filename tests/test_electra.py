@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import pytorch_lightning as pl
 import torch
-from bertkit_plugins.electra import ElectraConfig, ElectraEncoder, ElectraFamily, ReplacedTokenDetection
+from bertkit_plugins.electra import ElectraConfig, ElectraFamily, ElectraModel, ReplacedTokenDetection
 from bertkit_plugins.pretraining import CorpusPreparation, TokenMasking
 from bertkit_plugins.token_tagging import TokenClassification
 
@@ -49,7 +49,7 @@ def test_registry_lists_both_families_and_chooses_by_model_type(tmp_path: Path, 
     assert family_of(minilm_dir).name == "bert"
     with pytest.raises(ValueError, match=r"model.encoder='xlnet': no such encoder family; registered: bert, electra, "):
         encoder_family("xlnet")
-    ElectraEncoder(ElectraConfig.preset("tiny", vocab_size=100)).save_pretrained(tmp_path)
+    ElectraModel(ElectraConfig.preset("tiny", vocab_size=100)).save_pretrained(tmp_path)
     assert family_of(tmp_path) is ElectraFamily
     config = json.loads((tmp_path / "config.json").read_text())
     config["model_type"] = "xlnet"

@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertkit import BertConfig, BertEncoder, token_features
+from bertkit import BertConfig, BertModel, token_features
 from tests.conftest import CONLL, need
 
 transformers = pytest.importorskip("transformers")
@@ -28,7 +28,7 @@ def _conll_sentences(n: int) -> list[str]:
 @pytest.fixture(scope="module")
 def pair(minilm_dir):
     hf = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
-    ours = BertEncoder.from_pretrained(minilm_dir).eval()
+    ours = BertModel.from_pretrained(minilm_dir).eval()
     tok = transformers.BertTokenizerFast.from_pretrained(str(minilm_dir))
     return hf, ours, tok
 
@@ -139,17 +139,17 @@ def test_pytorch_model_bin_and_bert_prefix(minilm_dir, tmp_path):
     state["cls.predictions.bias"] = torch.zeros(30522)
     torch.save(state, tmp_path / "pytorch_model.bin")
     shutil.copy(minilm_dir / "config.json", tmp_path)
-    enc = BertEncoder.from_pretrained(tmp_path)
-    ref = BertEncoder.from_pretrained(minilm_dir)
+    enc = BertModel.from_pretrained(tmp_path)
+    ref = BertModel.from_pretrained(minilm_dir)
     assert torch.equal(enc.embeddings.word_embeddings.weight, ref.embeddings.word_embeddings.weight)
 
 
 def test_missing_files_are_named(minilm_dir, tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
-        BertEncoder.from_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
     shutil.copy(minilm_dir / "config.json", tmp_path)
     with pytest.raises(FileNotFoundError, match="model.safetensors"):
-        BertEncoder.from_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
 
 
 def test_shape_mismatch_and_unexpected_keys_are_named(minilm_dir, tmp_path):
@@ -162,13 +162,13 @@ def test_shape_mismatch_and_unexpected_keys_are_named(minilm_dir, tmp_path):
     with pytest.raises(
         ValueError, match=r"encoder.layer.0.intermediate.dense.weight \(1536, 384\) vs config \(1024, 384\)"
     ):
-        BertEncoder.from_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
     shutil.copy(minilm_dir / "config.json", tmp_path)
     state = load_file(str(minilm_dir / "model.safetensors"))
     state["encoder.layer.0.adapter.weight"] = torch.zeros(2)
     save_file(state, str(tmp_path / "model.safetensors"))
     with pytest.raises(ValueError, match="unexpected keys.*encoder.layer.0.adapter.weight"):
-        BertEncoder.from_pretrained(tmp_path)
+        BertModel.from_pretrained(tmp_path)
 
 
 def test_presets_and_features():
@@ -177,7 +177,7 @@ def test_presets_and_features():
     assert BertConfig.preset("large").intermediate_size == 4096
     with pytest.raises(ValueError, match="preset='huge': expected one of tiny"):
         BertConfig.preset("huge")
-    enc = BertEncoder(BertConfig.preset("mini", vocab_size=100)).eval()
+    enc = BertModel(BertConfig.preset("mini", vocab_size=100)).eval()
     out = enc(torch.randint(0, 100, (2, 7)), output_hidden_states=True)
     assert token_features(out.hidden_states, "concat_last_four").shape == (2, 7, 4 * 256)
     assert torch.allclose(

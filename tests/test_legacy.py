@@ -91,6 +91,6 @@ def test_release_0_1_module_paths_import_with_a_warning_naming_the_new_one(old: 
 
     if old in MOVED:  # a stand-in for a moved module warns when it is imported
         sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=r"deprecated: its names moved to bertkit\.\w+\.\w+"):
+    with pytest.warns(DeprecationWarning, match=r"(moved to|it is) bertkit\.\w+\.\w+.*release 0\.1's name"):
         value = getattr(importlib.import_module(old), name)
     assert callable(value)

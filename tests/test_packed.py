@@ -17,12 +17,12 @@ from torch import nn
 
 from bertkit import BertDataModule, BertModule
 from bertkit.inference.predictor import Predictor, save_serving_config
-from bertkit.model.prepacked import PackedLinear, pack_linears, packing_available, unpack_linears
+from bertkit.model.prepacked import PrepackedLinear, prepack_linears, prepacking_available, unprepack_linears
 from bertkit.model.quantize import Int8Linear
 from tests.test_export import tiny
 from tests.test_serve import _batch
 
-pytestmark = pytest.mark.skipif(not packing_available(), reason="this torch has no oneDNN")
+pytestmark = pytest.mark.skipif(not prepacking_available(), reason="this torch has no oneDNN")
 
 
 def count(module: nn.Module, kind: type) -> int:
@@ -32,7 +32,7 @@ def count(module: nn.Module, kind: type) -> int:
 def test_a_packed_linear_computes_what_the_linear_does_and_unpacks_to_it() -> None:
     torch.manual_seed(0)
     linear = nn.Linear(48, 80)
-    packed = PackedLinear(linear)
+    packed = PrepackedLinear(linear)
     assert not list(packed.parameters())
     for x in (torch.randn(5, 48), torch.randn(2, 7, 48), torch.randn(9, 48).t().contiguous().t()):
         want = linear(x)
@@ -47,8 +47,8 @@ def test_packing_a_model_is_undone_exactly() -> None:
     model = tiny(SequenceClassification(labels=["neg", "pos"]))
     state = {k: v.clone() for k, v in model.state_dict().items()}
     linears = count(model.encoder, nn.Linear)
-    assert pack_linears(model.encoder) == linears and count(model.encoder, nn.Linear) == 0
-    assert unpack_linears(model.encoder) == linears
+    assert prepack_linears(model.encoder) == linears and count(model.encoder, nn.Linear) == 0
+    assert unprepack_linears(model.encoder) == linears
     after = model.state_dict()
     assert after.keys() == state.keys() and all(torch.equal(after[k], v) for k, v in state.items())
 
@@ -62,17 +62,17 @@ def test_an_export_loads_packed_and_every_conversion_unpacks_first(tmp_path: Pat
     linears = count(model.encoder, nn.Linear)
 
     packed = Predictor.load(tmp_path)
-    assert count(packed.encoder, PackedLinear) == linears
+    assert count(packed.encoder, PrepackedLinear) == linears
     got = packed.forward(_batch(packed))["logits"]
     assert float((got - want).norm() / want.norm()) < 1e-5
 
     int8 = Predictor.load(tmp_path).to_int8()
-    assert count(int8.encoder, Int8Linear) == linears and count(int8.encoder, PackedLinear) == 0
+    assert count(int8.encoder, Int8Linear) == linears and count(int8.encoder, PrepackedLinear) == 0
     bf16 = Predictor.load(tmp_path).to_bfloat16()
-    assert count(bf16.encoder, PackedLinear) == 0
+    assert count(bf16.encoder, PrepackedLinear) == 0
     assert {p.dtype for p in bf16.encoder.parameters()} == {torch.bfloat16}
     compiled = Predictor.load(tmp_path).compile()
-    assert count(compiled.encoder, PackedLinear) == 0 and count(compiled.encoder, nn.Linear) == linears
+    assert count(compiled.encoder, PrepackedLinear) == 0 and count(compiled.encoder, nn.Linear) == linears
 
 
 def test_bertkit_predict_runs_packed_and_leaves_the_module_as_it_was() -> None:
@@ -88,13 +88,13 @@ def test_bertkit_predict_runs_packed_and_leaves_the_module_as_it_was() -> None:
     class Watch(pl.Callback):
         def on_predict_batch_start(self, trainer, module, batch, batch_idx, dataloader_idx=0) -> None:
             batches.append(batch)
-            packed_layers.append(count(module.encoder, PackedLinear))
+            packed_layers.append(count(module.encoder, PrepackedLinear))
 
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, callbacks=[Watch()])
     data = BertDataModule(predict_file=str(SAMPLE_FILES["test"]), eval_batch_size=8)
     packed = [r for part in trainer.predict(model, datamodule=data) for r in part]
     assert packed_layers and min(packed_layers) == count(model.encoder, nn.Linear) > 0
-    assert count(model.encoder, PackedLinear) == 0
+    assert count(model.encoder, PrepackedLinear) == 0
     after = model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in state.items())
     with torch.inference_mode():

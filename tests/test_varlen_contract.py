@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import bertkit.model.unpadded
-from bertkit import BertConfig, BertEncoder
+from bertkit import BertConfig, BertModel
 from bertkit.model.unpadded import route
 
 CALLS: list[dict] = []
@@ -85,7 +85,7 @@ def batch(lengths: list[int], vocab: int = 1000) -> tuple[torch.Tensor, torch.Te
 
 def test_the_varlen_branch_equals_the_padded_encoder(forced_varlen):
     torch.manual_seed(0)
-    encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=1000)).eval()
+    encoder = BertModel(BertConfig.preset("tiny", vocab_size=1000)).eval()
     ids, mask, types = batch([7, 3, 12, 1])
     real = mask.bool()
     with torch.no_grad():
@@ -107,7 +107,7 @@ def test_gradients_through_the_varlen_branch_equal_the_padded_ones(forced_varlen
     torch.manual_seed(0)
     config = BertConfig.preset("tiny", vocab_size=1000)
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0  # the branch FlashAttention takes
-    encoder = BertEncoder(config).train()
+    encoder = BertModel(config).train()
     ids, mask, types = batch([6, 10, 2])
     real = mask.bool()
     grads = []
@@ -125,7 +125,7 @@ def test_attention_dropout_takes_the_padded_route(forced_varlen, monkeypatch):
     padded = []
     monkeypatch.setattr(bertkit.model.unpadded, "padded_attention", lambda *a: padded.append(a[4]) or a[0])
     torch.manual_seed(0)
-    encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=1000)).train()  # attention dropout 0.1
+    encoder = BertModel(BertConfig.preset("tiny", vocab_size=1000)).train()  # attention dropout 0.1
     encoder(*batch([4, 2]), unpad=True)
     assert forced_varlen == [] and padded == [0.1] * encoder.config.num_hidden_layers
 
@@ -133,12 +133,12 @@ def test_attention_dropout_takes_the_padded_route(forced_varlen, monkeypatch):
 def test_modernbert_local_layers_take_the_window(forced_varlen):
     """ModernBERT's local layers pass ``window_size=(local_attention // 2,) * 2``, its global ones
     none; every hidden state equals the padded path's banded mask."""
-    from bertkit_plugins.modernbert import ModernBertConfig, ModernBertEncoder
+    from bertkit_plugins.modernbert import ModernBertConfig, ModernBertModel
 
     torch.manual_seed(0)
     config = ModernBertConfig.preset("tiny", vocab_size=1000, pad_token_id=0, local_attention=4)
     config.num_hidden_layers = 4  # layers 0 and 3 global, 1 and 2 local
-    encoder = ModernBertEncoder(config).eval()
+    encoder = ModernBertModel(config).eval()
     ids, mask, _ = batch([9, 3, 12, 6])
     real = mask.bool()
     with torch.no_grad():
@@ -152,13 +152,13 @@ def test_modernbert_local_layers_take_the_window(forced_varlen):
 def test_modernbert_gradients_through_the_window_equal_the_padded_ones(forced_varlen):
     """In float64, so that the comparison is exact: in float32 the two paths' rounding differs by
     up to 1 % of the embedding gradient, which the final norm's cancellation makes small."""
-    from bertkit_plugins.modernbert import ModernBertConfig, ModernBertEncoder
+    from bertkit_plugins.modernbert import ModernBertConfig, ModernBertModel
 
     torch.manual_seed(0)
     config = ModernBertConfig.preset("tiny", vocab_size=1000, pad_token_id=0, local_attention=4)
     config.num_hidden_layers = 4
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = config.mlp_dropout = 0.0
-    encoder = ModernBertEncoder(config).double().train()
+    encoder = ModernBertModel(config).double().train()
     ids, mask, _ = batch([9, 3, 12, 6])
     real = mask.bool()
     grads = []

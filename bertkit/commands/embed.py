@@ -72,9 +72,9 @@ def embed(
 
         quantize_linears(encoder)
     else:
-        from bertkit.model.prepacked import pack_linears
+        from bertkit.model.prepacked import prepack_linears
 
-        pack_linears(encoder)  # float32 on the CPU, for oneDNN (the same values)
+        prepack_linears(encoder)  # float32 on the CPU, for oneDNN (the same values)
     count, truncated, dims, kept, sources = 0, 0, 0, [], []
     partial = target.with_name(target.name + ".partial")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from bertkit.data.samplers import (
 )
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample
-from bertkit.utils.choices import check
+from bertkit.utils.choices import check_choice
 from bertkit.utils.io import text_lines
 
 log = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ class BertDataModule(pl.LightningDataModule):
         predict_chunk_size: int = 4096,
     ) -> None:
         super().__init__()
-        check("data.predict_format", predict_format, PredictFormat)
+        check_choice("data.predict_format", predict_format, PredictFormat)
         if not 0.0 <= validation_split < 1.0:
             raise ValueError(f"data.validation_split={validation_split}: expected 0 <= validation_split < 1")
         if max_length < 8:

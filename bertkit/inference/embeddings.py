@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import torch
 
-from bertkit.model.bert import BertEncoder, token_features
+from bertkit.model.bert import BertModel, token_features
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.utils.choices import Features, Pooling
 from bertkit.utils.io import text_lines
@@ -16,7 +16,7 @@ from bertkit.utils.io import text_lines
 
 @torch.inference_mode()
 def embed_texts(
-    encoder: BertEncoder,
+    encoder: BertModel,
     tokenizer: BertTokenizer,
     texts: list[str],
     features: Features = "last",

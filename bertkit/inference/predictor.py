@@ -20,7 +20,7 @@ from bertkit.data.samplers import cut_by_tokens
 from bertkit.inference.embeddings import embed_texts
 from bertkit.inference.onnx import INPUTS as ONNX_INPUTS
 from bertkit.model.families import EncoderFamily, family_of
-from bertkit.model.prepacked import pack_linears, unpack_linears
+from bertkit.model.prepacked import prepack_linears, unprepack_linears
 from bertkit.model.quantize import quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import read_state_dict, renamed
@@ -88,7 +88,7 @@ class Predictor:
         self.task, self.head, self.tokenizer, self.forward = task, head, tokenizer, forward
         self.description = description
         self.max_length, self.max_tokens, self.encoder, self.device = max_length, max_tokens, encoder, device
-        self._packed = False  # the encoder's linear layers packed for oneDNN (``_pack``)
+        self._prepacked = False  # the encoder's linear layers pre-packed for oneDNN (``_prepack``)
 
     @classmethod
     def from_model(cls, model: BertModule, max_length: int = 128, max_tokens: int = MAX_TOKENS) -> Predictor:
@@ -118,7 +118,7 @@ class Predictor:
     def from_checkpoint(cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu") -> Predictor:
         """Load a ``bertkit fit`` checkpoint (read as ``BertModule.load_from_checkpoint`` reads it:
         nothing it names is imported) onto ``device`` with its ``data.max_length``; on the CPU the
-        encoder's linear layers are packed for oneDNN (``bertkit.model.prepacked``: the same float32 values,
+        encoder's linear layers are pre-packed for oneDNN (``bertkit.model.prepacked``: the same float32 values,
         faster products).
 
         Raises:
@@ -127,7 +127,7 @@ class Predictor:
         model = BertModule.load_from_checkpoint(path, map_location=device)
         checkpoint = load_checkpoint(path, mmap=True)
         max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
-        return cls.from_model(model, int(max_length), max_tokens)._pack()
+        return cls.from_model(model, int(max_length), max_tokens)._prepack()
 
     @classmethod
     def from_export(
@@ -160,7 +160,7 @@ class Predictor:
             head = task.build_head(family.config_class.from_pretrained(folder), tokenizer)
         _read_head_weights(head, folder, family)
         if backend == "torch":
-            return cls.from_model(model, max_length, max_tokens)._pack()
+            return cls.from_model(model, max_length, max_tokens)._prepack()
         hidden_size = read_json(folder / "config.json", "no config.json")["hidden_size"]
         return cls(
             task, head, tokenizer, OnnxLogits(folder / ONNX_FILES[backend], head, device),
@@ -179,7 +179,7 @@ class Predictor:
         """
         if self.encoder is None:
             raise ValueError(f"compile needs the torch backend (this predictor runs {self.description['backend']})")
-        self._unpack()  # torch.compile fuses the plain layers
+        self._unprepack()  # torch.compile fuses the plain layers
         for block in self.encoder.blocks:
             block.compile(dynamic=True, **options)
         self.description["compiled"] = True
@@ -201,7 +201,7 @@ class Predictor:
         self._check_float32("bf16")
         if not native_bf16(self.device):
             log.warning("bf16 on %s: no native bf16 there, so torch emulates it (slower than fp32)", self.device)
-        self._unpack()
+        self._unprepack()
         model = self.forward
         model.to(torch.bfloat16)
         self.forward = lambda batch: {k: _as_float(v) for k, v in model(batch).items()}
@@ -223,7 +223,7 @@ class Predictor:
         self._check_float32("int8")
         if self.description.get("compiled"):
             raise ValueError("int8 replaces the compiled layers: call to_int8 before compile")
-        self._unpack()
+        self._unprepack()
         quantize_linears(self.encoder)
         self.description["precision"] = "int8"
         return self
@@ -233,19 +233,19 @@ class Predictor:
         ``int8`` (``to_int8``); raises what those raise."""
         return {"fp32": lambda: self, "bf16": self.to_bfloat16, "int8": self.to_int8}[precision]()
 
-    def _pack(self) -> Predictor:
+    def _prepack(self) -> Predictor:
         """Pack the float32 encoder's linear layers for oneDNN on the CPU (``bertkit.model.prepacked``):
         for models the predictor loaded itself (``from_checkpoint``, ``from_export``), not a model
         ``from_model`` was given (packing replaces its layers)."""
         if self.encoder is not None and torch.device(self.device).type == "cpu":
-            self._packed = pack_linears(self.encoder) > 0
+            self._prepacked = prepack_linears(self.encoder) > 0
         return self
 
-    def _unpack(self) -> None:
-        """Undo ``_pack`` before another conversion (bf16, int8, compile) replaces the layers."""
-        if self._packed:
-            unpack_linears(self.encoder)
-            self._packed = False
+    def _unprepack(self) -> None:
+        """Undo ``_prepack`` before another conversion (bf16, int8, compile) replaces the layers."""
+        if self._prepacked:
+            unprepack_linears(self.encoder)
+            self._prepacked = False
 
     def _check_float32(self, precision: str) -> None:
         """Raise ValueError unless the model is still in float32 (bf16 and int8 each start from it)."""

@@ -15,6 +15,7 @@ Shapes: B batch, T tokens per row, N real tokens in the batch, H hidden_size, A 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -25,8 +26,9 @@ from torch import nn
 
 from bertkit.model.config import BertConfig
 from bertkit.model.dropout import Dropout
-from bertkit.model.unpadded import Unpadded, attend, packed_attention
-from bertkit.utils.choices import Features, check
+from bertkit.model.unpadded import Unpadded, attend, varlen_attention
+from bertkit.utils.choices import Features, check_choice
+from bertkit.utils.moved import renamed
 
 # Activation modules by config name; a fresh instance per use (a shared one would carry one
 # model's train/eval mode into every other model).
@@ -38,15 +40,15 @@ ACTIVATIONS = {
 
 
 class EncoderOutput:
-    """What ``BertEncoder.forward`` returns, the same whichever path ran.
+    """What ``BertModel.forward`` returns, the same whichever path ran.
 
     Attributes:
         last_hidden_state: (B, T, H) output of the last block, zeros at padding (built from the
-            packed states on first use after an unpadded run); (B, 1, H) with ``cls_only``.
+            unpadded states on first use after an unpadded run); (B, 1, H) with ``cls_only``.
         pooler_output: (B, H) tanh(W h_[CLS] + b), or None without a pooler.
         hidden_states: L + 1 tensors (B, T, H): embeddings, then each block; None unless asked.
-        layout: the packing of an unpadded run (None after a padded one).
-        packed: (N, H) last block of an unpadded run, real tokens only (None after a padded one).
+        layout: the layout of an unpadded run (``Unpadded``; None after a padded one).
+        unpadded: (N, H) last block of an unpadded run, real tokens only (None after a padded one).
 
     Heads that read tokens should use ``map_tokens`` and ``select``: on an unpadded run they
     touch only the real tokens and never build the padded tensor.
@@ -58,30 +60,52 @@ class EncoderOutput:
         pooler_output: torch.Tensor | None = None,
         hidden_states: tuple[torch.Tensor, ...] | None = None,
         layout: Unpadded | None = None,
-        packed: torch.Tensor | None = None,
+        unpadded: torch.Tensor | None = None,
     ) -> None:
         self._last, self.pooler_output, self.hidden_states = last_hidden_state, pooler_output, hidden_states
-        self.layout, self.packed = layout, packed  # packed: (N, H) last block of an unpadded run
+        self.layout, self.unpadded = layout, unpadded  # (N, H) last block of an unpadded run
 
     @property
     def last_hidden_state(self) -> torch.Tensor:
         if self._last is None:
-            self._last = self.layout.pad(self.packed)
+            self._last = self.layout.pad(self.unpadded)
         return self._last
 
     def map_tokens(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """``fn`` applied to every token's last hidden state: (B, T, *) for ``fn``: (…, H) -> (…, *),
         computed on the real tokens only after an unpadded run (zeros at padding)."""
-        if self.packed is None:
+        if self.unpadded is None:
             return fn(self.last_hidden_state)
-        return self.layout.pad(fn(self.packed))
+        return self.layout.pad(fn(self.unpadded))
 
     def select(self, mask: torch.Tensor) -> torch.Tensor:
         """(M, H) last hidden states where a (B, T) mask is True, in row-major order (the rows of
         ``last_hidden_state[mask]``); the mask must be True at real tokens only."""
-        if self.packed is None:
+        if self.unpadded is None:
             return self.last_hidden_state[mask]
-        return self.packed[self.layout.rows(mask)]
+        return self.unpadded[self.layout.rows(mask)]
+
+    @classmethod
+    def of(
+        cls,
+        x: torch.Tensor,
+        pooler_output: torch.Tensor | None,
+        states: list[torch.Tensor] | None,
+        layout: Unpadded | None,
+    ) -> EncoderOutput:
+        """The output of an encoder's last block ``x`` ((B, T, H), or (N, H) with ``layout``), its
+        pooler output, and the hidden states collected on the way (padded here where they are
+        unpadded; ``output_hidden_states`` off: None)."""
+        hidden_states = None if states is None else tuple(s if s.dim() == 3 else layout.pad(s) for s in states)
+        if layout is None:
+            return cls(x, pooler_output, hidden_states)
+        return cls(None, pooler_output, hidden_states, layout, unpadded=x)
+
+    @property
+    def packed(self) -> torch.Tensor | None:
+        """Release 0.1's name of ``unpadded`` (deprecated)."""
+        warnings.warn("EncoderOutput.packed is release 0.1's name of .unpadded", DeprecationWarning, stacklevel=2)
+        return self.unpadded
 
 
 class BertEmbeddings(nn.Module):
@@ -100,7 +124,7 @@ class BertEmbeddings(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, position_ids: torch.Tensor
     ) -> torch.Tensor:
-        """Ids of any shape S ((B, T) padded, (N,) packed) -> (*S, E)."""
+        """Ids of any shape S ((B, T) padded, (N,) unpadded) -> (*S, E)."""
         x = (
             self.word_embeddings(input_ids)
             + self.token_type_embeddings(token_type_ids)
@@ -109,8 +133,17 @@ class BertEmbeddings(nn.Module):
         return self.dropout(self.LayerNorm(x))
 
 
+def check_length(config: BertConfig, length: int) -> None:
+    """Raise ValueError unless ``length`` tokens fit an encoder of ``config`` (``config.max_length``)."""
+    if length > config.max_length:
+        raise ValueError(
+            f"input_ids has {length} tokens, more than the encoder's {config.max_length} positions "
+            f"(max_position_embeddings {config.max_position_embeddings})"
+        )
+
+
 def first_tokens(x: torch.Tensor, layout: Unpadded | None) -> torch.Tensor:
-    """Each sequence's first token (``[CLS]``): (B, T, H) -> (B, 1, H); packed (N, H) -> (B, H)."""
+    """Each sequence's first token (``[CLS]``): (B, T, H) -> (B, 1, H); unpadded (N, H) -> (B, H)."""
     return x[:, :1] if layout is None else x[layout.first_rows]
 
 
@@ -142,16 +175,16 @@ class BertSelfAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, key_mask: torch.Tensor | None, cls_only: bool = False, layout: Unpadded | None = None
     ) -> torch.Tensor:
-        """Padded (B, T, H) -> (B, T, H), or packed (N, H) -> (N, H) with ``layout``; with
-        ``cls_only`` outputs for each sequence's first token only ((B, 1, H), packed (B, H)), its
+        """Padded (B, T, H) -> (B, T, H), or unpadded (N, H) -> (N, H) with ``layout``; with
+        ``cls_only`` outputs for each sequence's first token only ((B, 1, H), unpadded (B, H)), its
         keys and values still from every token."""
         H = x.shape[-1]
         A, D = self.num_heads, H // self.num_heads
         q, k, v = self._project(x, first_tokens(x, layout) if cls_only else None)
         dropout_p = self.dropout_p if self.training else 0.0
-        if layout is not None:  # packed: (N, H) -> (N, A, D)
+        if layout is not None:  # unpadded: (N, H) -> (N, A, D)
             q, k, v = (t.reshape(t.shape[0], A, D) for t in (q, k, v))
-            return packed_attention(q, k, v, layout, dropout_p, cls_only).reshape(q.shape[0], H)
+            return varlen_attention(q, k, v, layout, dropout_p, cls_only).reshape(q.shape[0], H)
         B = x.shape[0]
         q, k, v = (t.reshape(B, t.shape[1], A, D).transpose(1, 2) for t in (q, k, v))  # (B, A, T', D)
         y = attend(q, k, v, key_mask, dropout_p)  # (B, A, T', D)
@@ -216,7 +249,7 @@ class BertLayer(nn.Module):
     def forward(
         self, x: torch.Tensor, key_mask: torch.Tensor | None, cls_only: bool = False, layout: Unpadded | None = None
     ) -> torch.Tensor:
-        x = self.attention(x, key_mask, cls_only, layout)  # (B, T, H) or packed (N, H); fewer rows with cls_only
+        x = self.attention(x, key_mask, cls_only, layout)  # (B, T, H) or unpadded (N, H); fewer rows with cls_only
         return self.output(self.intermediate(x), x)
 
 
@@ -237,7 +270,7 @@ class BertPooler(nn.Module):
         return torch.tanh(self.dense(cls))  # (B, H) -> (B, H)
 
 
-class BertEncoder(nn.Module):
+class BertModel(nn.Module):
     """BERT: embeddings, ``num_hidden_layers`` blocks, optional pooler.
 
     Args:
@@ -300,25 +333,17 @@ class BertEncoder(nn.Module):
                 real token (unpadded path).
         """
         B, T = input_ids.shape
-        if T > self.config.max_length:
-            raise ValueError(
-                f"input_ids has {T} tokens, more than the encoder's {self.config.max_length} positions "
-                f"(max_position_embeddings {self.config.max_position_embeddings})"
-            )
+        check_length(self.config, T)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         positions = torch.arange(T, device=input_ids.device).expand(B, T)  # (B, T)
         layout = key_mask = None
         if unpad:
-            layout = (
-                Unpadded.from_mask(attention_mask)
-                if attention_mask is not None
-                else Unpadded.full(B, T, input_ids.device)
-            )
+            layout = Unpadded.of(input_ids, attention_mask)
             input_ids, token_type_ids, positions = (layout.unpad(t) for t in (input_ids, token_type_ids, positions))
-        elif attention_mask is not None:  # the padded path; the packed one is told the lengths
+        elif attention_mask is not None:  # the padded path; the unpadded one is told the lengths
             key_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): True = attend
-        x = self.embed(input_ids, token_type_ids, positions)  # (B, T, H), packed (N, H)
+        x = self.embed(input_ids, token_type_ids, positions)  # (B, T, H), unpadded (N, H)
         states = [x if layout is None else layout.pad(x)] if output_hidden_states else None
         last = len(self.encoder.layer) - 1
         for i, block in enumerate(self.encoder.layer):
@@ -328,10 +353,7 @@ class BertEncoder(nn.Module):
             if states is not None:
                 states.append(x if layout is None else layout.pad(x))
         pooled = self.pooler(first_tokens(x, layout).reshape(B, -1)) if self.pooler is not None else None  # (B, H)
-        hidden_states = tuple(states) if states is not None else None
-        if layout is None:
-            return EncoderOutput(x, pooled, hidden_states)
-        return EncoderOutput(None, pooled, hidden_states, layout, packed=x)
+        return EncoderOutput.of(x, pooled, states, layout)
 
     @property
     def blocks(self) -> nn.ModuleList:
@@ -350,7 +372,7 @@ class BertEncoder(nn.Module):
         return self.embeddings(input_ids, token_type_ids, positions)
 
     @classmethod
-    def from_pretrained(cls, directory: str | Path, add_pooling_layer: bool = True) -> BertEncoder:
+    def from_pretrained(cls, directory: str | Path, add_pooling_layer: bool = True) -> BertModel:
         """Build from a Hugging Face format directory (``config.json`` + weights).
 
         Raises:
@@ -380,7 +402,7 @@ def token_features(hidden_states: tuple[torch.Tensor, ...], how: Features = "las
     Raises:
         ValueError: unknown ``how``, or fewer than four blocks for the ``*_four`` options.
     """
-    check("how", how, Features)
+    check_choice("how", how, Features)
     if how == "last":
         return hidden_states[-1]
     if how == "second_to_last":
@@ -389,3 +411,6 @@ def token_features(hidden_states: tuple[torch.Tensor, ...], how: Features = "las
         raise ValueError(f"how={how!r} needs at least 4 blocks, the encoder has {len(hidden_states) - 1}")
     last_four = hidden_states[-4:]
     return torch.stack(last_four).sum(0) if how == "sum_last_four" else torch.cat(last_four, dim=-1)
+
+
+__getattr__ = renamed(__name__, {"BertEncoder": "BertModel"}, globals())

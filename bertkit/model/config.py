@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from bertkit.utils.choices import check
+from bertkit.utils.choices import check_choice
 from bertkit.utils.io import read_json
 
 # name -> (num_hidden_layers, hidden_size); heads = hidden/64, intermediate = 4 * hidden.
@@ -80,7 +80,7 @@ class BertConfig:
         Raises:
             ValueError: unknown preset name.
         """
-        check("preset", name, Preset)
+        check_choice("preset", name, Preset)
         layers, hidden = PRESETS[name]
         sizes = dict(
             num_hidden_layers=layers,

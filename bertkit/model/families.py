@@ -4,15 +4,9 @@
 registry (``bertkit plugins`` lists them) or given by class path: ``model.encoder: electra``
 (or ``my_package.MyFamily``), or, for a pretrained
 directory, the ``model_type`` its ``config.json`` states (as transformers' ``AutoModel`` does).
-The core provides ``bert``; plugins add ``electra``, ``roberta``, ``xlm-roberta`` the same way,
-by subclassing ``EncoderFamily``.
-
-An encoder is an ``nn.Module`` with the ``BertEncoder`` interface: ``config`` (with
-``hidden_size``, ``initializer_range``, ``layer_norm_eps``, ``hidden_act``, ``vocab_size``),
-``embeddings.word_embeddings`` (for heads that tie a decoder to it) and
-``forward(input_ids, attention_mask, token_type_ids, output_hidden_states, cls_only, unpad) ->
-EncoderOutput``. Heads see only that interface and the tokenizer's template
-(``BertTokenizer.build_inputs``), never a family's internals.
+The core provides ``bert``; plugins add theirs the same way, by subclassing ``EncoderFamily``.
+A family's module implements the ``bertkit.model.encoder.Encoder`` protocol (``BertModel`` does);
+heads see only that protocol and the tokenizer's template, never a family's internals.
 """
 
 from __future__ import annotations
@@ -22,8 +16,9 @@ from typing import ClassVar
 
 from torch import nn
 
-from bertkit.model.bert import BertEncoder
+from bertkit.model.bert import BertModel
 from bertkit.model.config import BertConfig, Preset
+from bertkit.model.encoder import Encoder, missing_members
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import load_encoder_weights
 from bertkit.plugins import import_class, registered, stored_class
@@ -37,10 +32,13 @@ class EncoderFamily:
     name: ClassVar[str] = "bert"
     """Registry name, and ``config.json``'s ``model_type`` of this family's exports."""
     config_class: ClassVar[type[BertConfig]] = BertConfig
-    encoder_class: ClassVar[type[BertEncoder]] = BertEncoder
+    encoder_class: ClassVar[type[Encoder]] = BertModel
+    """The encoder module (``Encoder`` protocol), built from a ``config_class`` (and
+    ``add_pooling_layer``)."""
     tokenizer_class: ClassVar[type[BertTokenizer]] = BertTokenizer
     hf_prefix: ClassVar[str] = "bert."
-    """Prefix of the encoder's keys in a ``transformers`` task checkpoint (``bert.``, ``electra.``)."""
+    """Prefix of the encoder's keys in a ``transformers`` task checkpoint (``bert.`` for BERT):
+    the rest of such a checkpoint is the task's layers."""
     hf_token_roles: ClassVar[dict[str, str]] = {}
     """``config.json`` token-id fields of this family's transformers config, by the tokenizer role
     that fills them (``{"bos_token_id": "cls"}``: ``tokenizer.cls_token_id``)."""
@@ -56,7 +54,8 @@ class EncoderFamily:
     def hf_renames(cls, architecture: str) -> dict[str, str]:
         """Key prefixes to rename in an export to ``architecture`` (this family's class from
         ``hf_architecture``), where its transformers class names the task layers otherwise than
-        BERT's (``cls.predictions.`` -> RoBERTa's ``lm_head.``); empty for BERT."""
+        BERT's (a family's masked-LM layer under another name than ``cls.predictions.``); empty
+        for BERT."""
         return {}
 
     @classmethod
@@ -82,12 +81,19 @@ def encoder_families() -> dict[str, type[EncoderFamily]]:
     """The families by ``name``: the core's ``bert`` and every plugin's (``register_encoders``).
 
     Raises:
-        ValueError: a plugin's family is not an ``EncoderFamily`` or takes a name already taken.
+        ValueError: a plugin's family is not an ``EncoderFamily``, takes a name already taken, or
+            has an encoder class without the ``Encoder`` members (named).
     """
     families: dict[str, type[EncoderFamily]] = {EncoderFamily.name: EncoderFamily}
     for name, family in registered("register_encoders").items():
         if not (isinstance(family, type) and issubclass(family, EncoderFamily)):
             raise ValueError(f"register_encoders: {family!r} is not a bertkit.model.families.EncoderFamily subclass")
+        missing = missing_members(family.encoder_class)
+        if missing:
+            raise ValueError(
+                f"register_encoders: {family.__name__}.encoder_class {family.encoder_class.__name__} lacks "
+                f"{', '.join(missing)} (bertkit.model.encoder.Encoder)"
+            )
         if name in families:
             raise ValueError(f"register_encoders: a plugin registers {name!r}, the core's own encoder family")
         if family.name != name:

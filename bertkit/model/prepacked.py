@@ -8,7 +8,7 @@ to float32 rounding (the sums are grouped differently). Measured on MiniLM on a 
 (``benchmarks/inference_vs_transformers.py``): most at batch 1, where the products are small and
 the weights are read from memory for a handful of tokens.
 
-Packing replaces modules in place and is undone exactly (``unpack_linears``: the blocked weight
+Packing replaces modules in place and is undone exactly (``unprepack_linears``: the blocked weight
 converts back to the same values), so a model can be packed for serving and unpacked to train.
 """
 
@@ -24,12 +24,12 @@ BATCH_HINT = 32
 """Rows per call the blocked layout is chosen for; any other count runs correctly."""
 
 
-def packing_available() -> bool:
+def prepacking_available() -> bool:
     """True where this torch has oneDNN (x86 and most ARM builds) and its packed linear ops."""
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
-class PackedLinear(nn.Module):
+class PrepackedLinear(nn.Module):
     """``nn.Linear``'s forward on a weight pre-packed for oneDNN (see the module docstring).
     Inference only: it has no parameters and no gradient.
 
@@ -72,26 +72,26 @@ def replace_modules(module: nn.Module, match: Callable[[nn.Module], bool], conve
     return replaced
 
 
-def pack_linears(module: nn.Module) -> int:
-    """Replace every float32 CPU ``nn.Linear`` inside ``module`` by a ``PackedLinear``, in place
-    (nothing where ``packing_available()`` is False).
+def prepack_linears(module: nn.Module) -> int:
+    """Replace every float32 CPU ``nn.Linear`` inside ``module`` by a ``PrepackedLinear``, in place
+    (nothing where ``prepacking_available()`` is False).
 
     Returns:
         How many layers were packed.
     """
-    if not packing_available():
+    if not prepacking_available():
         return 0
     return replace_modules(
         module,
         lambda m: type(m) is nn.Linear and m.weight.device.type == "cpu" and m.weight.dtype == torch.float32,
-        PackedLinear,
+        PrepackedLinear,
     )
 
 
-def unpack_linears(module: nn.Module) -> int:
-    """Undo ``pack_linears``: every ``PackedLinear`` back to an ``nn.Linear`` with its values.
+def unprepack_linears(module: nn.Module) -> int:
+    """Undo ``prepack_linears``: every ``PrepackedLinear`` back to an ``nn.Linear`` with its values.
 
     Returns:
         How many layers were unpacked.
     """
-    return replace_modules(module, lambda m: isinstance(m, PackedLinear), PackedLinear.unpacked)
+    return replace_modules(module, lambda m: isinstance(m, PrepackedLinear), PrepackedLinear.unpacked)

@@ -1,4 +1,4 @@
-"""Unpadded ("packed") token layout and the attention that runs on it.
+"""The unpadded (varlen) token layout and the attention that runs on it.
 
 A padded batch (B, T) of which only N tokens are real is run through the encoder as one
 (N, H) tensor: padding is removed once after the input ids are read and never computed on (the
@@ -7,7 +7,7 @@ needs the sequence boundaries, given FlashAttention-style as cumulative lengths 
 
 Attention never runs on padding either; ``route`` picks one of three exact implementations:
 
-- ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention over the packed tokens,
+- ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` (FlashAttention over the unpadded tokens,
   torch >= 2.9) on CUDA with fp16/bf16 inputs and no attention dropout;
 - ``padded``: on CUDA otherwise (attention dropout in training, fp32): queries, keys and values
   re-padded to (B, A, T, D) and one ``scaled_dot_product_attention`` with the key-padding mask
@@ -21,7 +21,7 @@ Attention never runs on padding either; ``route`` picks one of three exact imple
   (``benchmarks/attention_routes.py``) over re-padding the whole batch, one SDPA per run of
   equal lengths, and nested jagged tensors.
 
-Both padded routes gather the packed rows into their blocks with one index per tensor (a padding
+Both padded routes gather the unpadded rows into their blocks with one index per tensor (a padding
 position repeats a real row: it is masked as a key and dropped as a query) and read the
 gradient back through the inverse index (``Gather``); a batch without padding (one sequence, or
 equal lengths) is one block as it stands and gathers nothing. With attention dropout on the CPU the
@@ -74,13 +74,13 @@ class Blocks:
 
     Attributes:
         blocks: the blocks, in the order their rows are laid out.
-        gather: (M,) packed row of each position of the blocks, block after block, each
+        gather: (M,) unpadded row of each position of the blocks, block after block, each
             (count, seq_len) row-major. A padding position holds its block's first row: it is a
             masked key and a dropped query, so it adds nothing to outputs or gradients (exactly 0).
-        scatter: (N,) position in the blocks of each packed row.
+        scatter: (N,) position in the blocks of each unpadded row.
         sequences: (B,) the sequences in block order (the queries of ``cls_only``).
         sequence_order: (B,) position in ``sequences`` of each sequence.
-        identity: one block of every sequence in batch order, none padded: the packed rows are
+        identity: one block of every sequence in batch order, none padded: the unpadded rows are
             the block as they are, and ``blocked_attention`` gathers nothing (a batch of one
             sequence, or of equal lengths).
     """
@@ -124,10 +124,10 @@ class Blocks:
 
 @dataclass
 class Unpadded:
-    """Where the real tokens of a padded (B, T) batch sit in the packed (N, ...) layout.
+    """Where the real tokens of a padded (B, T) batch sit in the unpadded (N, ...) layout.
 
     Tokens keep their row-major order, so each sequence's tokens are contiguous: sequence b
-    holds packed rows ``cu_seqlens[b]:cu_seqlens[b + 1]``.
+    holds unpadded rows ``cu_seqlens[b]:cu_seqlens[b + 1]``.
 
     Attributes:
         indices: (N,) flat position ``b * T + t`` of each real token.
@@ -170,9 +170,20 @@ class Unpadded:
         cu = torch.tensor(offsets, dtype=torch.int32, device=device)
         return cls(torch.arange(batch_size * seq_len, device=device), cu, seq_len, batch_size, seq_len, offsets)
 
+    @classmethod
+    def of(cls, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> Unpadded:
+        """The layout of a (B, T) batch: ``from_mask`` of its mask, ``full`` without one.
+
+        Raises:
+            ValueError: see ``from_mask``.
+        """
+        if attention_mask is None:
+            return cls.full(input_ids.shape[0], input_ids.shape[1], input_ids.device)
+        return cls.from_mask(attention_mask)
+
     @property
     def first_rows(self) -> torch.Tensor:
-        """(B,) packed row of each sequence's first token (``[CLS]``)."""
+        """(B,) unpadded row of each sequence's first token (``[CLS]``)."""
         return self.cu_seqlens[:-1].long()
 
     def unpad(self, x: torch.Tensor) -> torch.Tensor:
@@ -223,7 +234,7 @@ class Unpadded:
 
 
 def route(q: torch.Tensor, dropout_p: float) -> str:
-    """Which exact attention runs on these packed queries (see the module docstring):
+    """Which exact attention runs on these unpadded queries (see the module docstring):
     ``"varlen"``, ``"padded"`` or ``"grouped"``."""
     if not q.is_cuda:
         return "grouped"
@@ -240,7 +251,7 @@ def band(length: int, window: int, device: torch.device) -> torch.Tensor:
 
 
 @torch.compiler.disable
-def packed_attention(
+def varlen_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -249,7 +260,7 @@ def packed_attention(
     cls_only: bool = False,
     window: int | None = None,
 ) -> torch.Tensor:
-    r"""Attention of packed sequences; each token attends to the real tokens of its sequence
+    r"""Attention of unpadded sequences; each token attends to the real tokens of its sequence
     (those at most ``window`` positions away, for a local layer). It runs eagerly inside a
     ``torch.compile``\ d block (the projections and MLP around it are compiled): its route reads
     the batch's lengths on the host, so compiled it would recompile for every new batch layout.
@@ -308,7 +319,7 @@ def padded_attention(
     window: int | None,
 ) -> torch.Tensor:
     """One SDPA over the batch re-padded to its longest sequence ((B, A, T, D) queries, keys and
-    values), with the key-padding mask (``packed_attention``'s arguments and result)."""
+    values), with the key-padding mask (``varlen_attention``'s arguments and result)."""
     return blocked_attention(q, k, v, layout.whole, dropout_p, cls_only, window)
 
 
@@ -321,7 +332,7 @@ def grouped_attention(
     cls_only: bool,
     window: int | None,
 ) -> torch.Tensor:
-    """One padded SDPA per group of similar lengths (``Unpadded.groups``; ``packed_attention``'s
+    """One padded SDPA per group of similar lengths (``Unpadded.groups``; ``varlen_attention``'s
     arguments and result)."""
     return blocked_attention(q, k, v, layout.groups, dropout_p, cls_only, window)
 
@@ -352,7 +363,7 @@ def blocked_attention(
     window: int | None,
 ) -> torch.Tensor:
     """One SDPA per block of ``plan``: keys and values (and queries) gathered once into the
-    padded blocks, the outputs gathered back (``packed_attention``'s other arguments and result;
+    padded blocks, the outputs gathered back (``varlen_attention``'s other arguments and result;
     a padding query sees itself under a window, so that no row is fully masked)."""
     if plan.identity:  # nothing to gather: one block, the rows in order
         return _attend_block(q, k, v, plan.blocks[0], dropout_p, cls_only, window)

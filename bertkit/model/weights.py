@@ -1,11 +1,12 @@
 """Reading and writing encoder weights in Hugging Face format.
 
 A model directory holds ``config.json`` and ``model.safetensors`` (preferred) or
-``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``). Checkpoints of
-task models carry the family's prefix (``bert.``, ``electra.``) and their task layers (``cls.*`` of
-pre-training, ``classifier.*``, ``qa_outputs.*``, ELECTRA's ``discriminator_predictions.*``): the
-prefix is stripped, the task layers are returned and
-reported, anything else unexpected is an error that names the keys.
+``pytorch_model.bin`` (read with ``torch.load(weights_only=True)``). A ``transformers`` task
+checkpoint holds the encoder under its family's prefix (``EncoderFamily.hf_prefix``: ``bert.`` …)
+and the task's layers beside it (``cls.*``, ``classifier.*`` …, whatever a head exported): the
+prefix is stripped, the other keys that are not the encoder's are the task layers, returned and
+reported. A file without the prefix is an encoder alone, and a key that is not the encoder's is
+an error naming it.
 """
 
 from __future__ import annotations
@@ -24,12 +25,6 @@ log = logging.getLogger(__name__)
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 # Buffers older transformers versions saved; derived, never learned.
 _DERIVED = ("embeddings.position_ids",)
-# Key prefixes of the task layers of transformers' BertFor*, ElectraFor*, RobertaFor* and ModernBertFor* classes,
-# and of the CRF a token tagger exports beside its classifier.
-TASK_LAYERS = (
-    "cls.", "classifier.", "qa_outputs.", "discriminator_predictions.", "generator_predictions.", "generator_lm_head.",
-    "lm_head.", "decoder.", "crf.",
-)  # fmt: skip
 
 
 def read_state_dict(directory: str | Path) -> tuple[dict[str, torch.Tensor], Path]:
@@ -59,11 +54,12 @@ def _short(keys: list[str], limit: int = 8) -> str:
 def load_encoder_weights(
     encoder: torch.nn.Module, directory: str | Path, prefix: str = "bert."
 ) -> dict[str, torch.Tensor]:
-    """Copy a directory's encoder weights into ``encoder`` (a ``BertEncoder`` or subclass);
+    """Copy a directory's encoder weights into ``encoder`` (a ``BertModel`` or subclass);
     ``prefix`` is the family's key prefix in task checkpoints.
 
     Returns:
-        The checkpoint's task-layer tensors (``TASK_LAYERS``, prefix kept), possibly empty.
+        The checkpoint's task-layer tensors (a task checkpoint's keys that are not the
+        encoder's, as named in the file), possibly empty.
 
     Raises:
         FileNotFoundError: no weight file.
@@ -71,14 +67,17 @@ def load_encoder_weights(
             or the file has keys that belong to no BERT module; the message names them.
     """
     raw, path = read_state_dict(directory)
+    own = encoder.state_dict()
+    task_checkpoint = any(key.startswith(prefix) for key in raw)
     state, heads = {}, {}
     for key, tensor in raw.items():
-        key = key.removeprefix(prefix)
-        if key.startswith(TASK_LAYERS):
+        name = key.removeprefix(prefix)
+        if name in _DERIVED:
+            continue
+        if task_checkpoint and name == key and key not in own:  # beside the encoder: the task's layers
             heads[key] = tensor
-        elif key not in _DERIVED:
-            state[key] = tensor
-    own = encoder.state_dict()
+        else:
+            state[name] = tensor
     unexpected = sorted(set(state) - set(own))
     if unexpected:
         raise ValueError(f"{path}: unexpected keys, not part of a {type(encoder).__name__}: {_short(unexpected)}")
@@ -124,7 +123,7 @@ def save_encoder(
     """Write ``config.json`` and ``model.safetensors`` atomically into ``directory``.
 
     Args:
-        encoder: a ``BertEncoder`` (or subclass: its ``config.to_dict()`` names the ``model_type``).
+        encoder: a ``BertModel`` (or subclass: its ``config.to_dict()`` names the ``model_type``).
         directory: created if missing.
         head_state: the task layers of a ``BertFor*`` checkpoint (``cls.*``, ``classifier.*`` …);
             with them the encoder's keys get ``prefix``, as ``transformers`` saves them.

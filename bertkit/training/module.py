@@ -21,7 +21,7 @@ from typing_extensions import override
 
 from bertkit.model.config import Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
-from bertkit.model.prepacked import pack_linears, unpack_linears
+from bertkit.model.prepacked import prepack_linears, unprepack_linears
 from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.model.quantize import Int8Linear, quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
@@ -66,10 +66,10 @@ class BertModule(pl.LightningModule):
         warmup_ratio: fraction of all optimizer steps spent warming up linearly from 0.
         adam_epsilon: AdamW epsilon.
         adam_betas: AdamW (beta1, beta2).
-        unpad: run the encoder on the real tokens only (``BertEncoder(unpad=True)``; same results,
+        unpad: run the encoder on the real tokens only (``BertModel(unpad=True)``; same results,
             no work spent on padding); False runs it on the padded batch.
         attention_dropout: override the encoder config's ``attention_probs_dropout_prob`` (BERT:
-            0.1). 0 lets training on a CUDA GPU in bf16/fp16 use FlashAttention over the packed
+            0.1). 0 lets training on a CUDA GPU in bf16/fp16 use FlashAttention over the unpadded
             tokens (``torch.nn.attention.varlen``, which has no dropout; MosaicBERT and ModernBERT
             train without attention dropout); with dropout, training attention runs padded.
         compile: compile each encoder block with ``torch.compile(dynamic=True)`` (fuses the
@@ -287,15 +287,15 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_predict_start(self) -> None:
-        """int8 if asked; otherwise, in float32 on the CPU, the encoder's linear layers packed for
+        """int8 if asked; otherwise, in float32 on the CPU, the encoder's linear layers pre-packed for
         oneDNN (``bertkit.model.prepacked``; the same values, faster products) until ``on_predict_end``."""
         self._to_int8()
         if not self.hparams.get("int8") and str(self.trainer.precision) in ("32-true", "32"):
-            pack_linears(self.encoder)
+            prepack_linears(self.encoder)
 
     @override
     def on_predict_end(self) -> None:
-        unpack_linears(self.encoder)  # the module trains again as it was
+        unprepack_linears(self.encoder)  # the module trains again as it was
 
     @override
     def on_validation_start(self) -> None:
@@ -443,7 +443,7 @@ def _the_task(task: Task | dict | None, head: Task | dict | None) -> Task:
         )
     task = task if task is not None else head
     if task is None:
-        raise ValueError("model.task: give the task (a class_path such as TokenClassification, and its init_args)")
+        raise ValueError("model.task: give the task (its class_path and init_args; `bertkit plugins` lists the tasks)")
     if isinstance(task, dict):  # rebuilt from a checkpoint's hyper-parameters
         return task_from_spec(task, "checkpoint hyper_parameters." + ("head" if head is not None else "task"))
     return task

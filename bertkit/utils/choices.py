@@ -25,7 +25,7 @@ Precision = Literal["fp32", "bf16", "int8"]
 or int8 linear layers (``Predictor.to_int8``)."""
 
 
-def check(field: str, value: Any, kind: Any) -> None:
+def check_choice(field: str, value: Any, kind: Any) -> None:
     """Check that ``value`` is one of the ``Literal`` type ``kind``'s values.
 
     Raises:

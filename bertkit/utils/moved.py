@@ -1,7 +1,9 @@
-"""Module paths of release 0.1, importable for one more release with a ``DeprecationWarning``
-naming the new one: ``from bertkit.heads import Head`` still works. ``install`` adds the finder
-(``bertkit/__init__.py`` does); a package that took the name of a former module (``bertkit.model``,
-``bertkit.data``, ``bertkit.inference``) forwards that module's names with ``forwarding``."""
+"""Module paths and names of release 0.1, importable for one more release with a
+``DeprecationWarning`` naming the new ones: ``from bertkit.heads import Head`` still works.
+``install`` adds the finder (``bertkit/__init__.py`` does); a package that took the name of a
+former module (``bertkit.model``, ``bertkit.data``, ``bertkit.inference``) forwards that module's
+names with ``forwarding``; a module whose classes were renamed gives their old names with
+``renamed``."""
 
 from __future__ import annotations
 
@@ -55,8 +57,8 @@ MOVED = {
 """Release 0.1's module path -> the module that holds its names now."""
 
 
-def _warn(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated: its names moved to {new}", DeprecationWarning, stacklevel=3)
+def _warn(message: str) -> None:
+    warnings.warn(f"{message} (release 0.1's name, deprecated)", DeprecationWarning, stacklevel=3)
 
 
 class _Forward(Loader):
@@ -69,7 +71,7 @@ class _Forward(Loader):
         return None
 
     def exec_module(self, module: ModuleType) -> None:
-        _warn(module.__name__, self.target)
+        _warn(f"{module.__name__}: its names moved to {self.target}")
         target = importlib.import_module(self.target)
         module.__getattr__ = lambda name: getattr(target, name)  # type: ignore[method-assign]
         module.__dir__ = lambda: dir(target)  # type: ignore[method-assign]
@@ -95,7 +97,21 @@ def forwarding(package: str, module: str) -> Callable[[str], Any]:
         target = importlib.import_module(module)
         if name.startswith("__") or not hasattr(target, name):
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        _warn(f"{package}.{name}", f"{module}.{name}")
+        _warn(f"{package}.{name}: it moved to {module}.{name}")
         return getattr(target, name)
+
+    return __getattr__
+
+
+def renamed(module: str, names: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) giving release 0.1's ``names`` (old -> new name in
+    ``namespace``, the module's globals) with a warning: ``from bertkit.model.bert import
+    BertEncoder`` gives ``BertModel``."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        _warn(f"{module}.{name}: it is {module}.{names[name]} now")
+        return namespace[names[name]]
 
     return __getattr__

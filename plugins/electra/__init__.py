@@ -9,12 +9,12 @@ directories whose ``config.json`` says ``model_type: electra`` load as one. The
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "ElectraConfig": "bertkit_plugins.electra.encoder:ElectraConfig",
-    "ElectraEncoder": "bertkit_plugins.electra.encoder:ElectraEncoder",
+    "ElectraModel": "bertkit_plugins.electra.encoder:ElectraModel",
+    "ElectraEncoder": "bertkit_plugins.electra.encoder:ElectraEncoder",  # release 0.1's name
     "ElectraFamily": "bertkit_plugins.electra.encoder:ElectraFamily",
     "ReplacedTokenDetection": "bertkit_plugins.electra.task:ReplacedTokenDetection",
     "ElectraPreTrainingHeads": "bertkit_plugins.electra.head:ElectraPreTrainingHeads",
@@ -24,12 +24,12 @@ __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_encoders(register: Callable) -> None:
     register("electra", EXPORTS["ElectraFamily"])
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_tasks(register: Callable) -> None:
     register(EXPORTS["ReplacedTokenDetection"])
     register(EXPORTS["ReplacedTokenDetectionHead"], deprecated=True)  # release 0.1's name

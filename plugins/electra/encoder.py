@@ -17,9 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.model.bert import BertEncoder
-from bertkit.model.config import BertConfig
-from bertkit.model.families import EncoderFamily
+from bertkit.api import BertConfig, BertModel, EncoderFamily, renamed
 
 
 @dataclass
@@ -42,12 +40,12 @@ class ElectraConfig(BertConfig):
         return {"model_type": "electra", "architectures": ["ElectraModel"], **fields}
 
 
-class ElectraEncoder(BertEncoder):
+class ElectraModel(BertModel):
     """ELECTRA's encoder: BERT's blocks on (projected) embeddings, no pooler.
 
     Args:
         config: sizes and dropout; ``embedding_size`` < ``hidden_size`` adds ``embeddings_project``.
-        add_pooling_layer: ignored (ELECTRA has no pooler); accepted for ``BertEncoder``'s signature.
+        add_pooling_layer: ignored (ELECTRA has no pooler); accepted for ``BertModel``'s signature.
     """
 
     def __init__(self, config: ElectraConfig, add_pooling_layer: bool = False) -> None:
@@ -68,7 +66,7 @@ class ElectraFamily(EncoderFamily):
 
     name = "electra"
     config_class = ElectraConfig
-    encoder_class = ElectraEncoder
+    encoder_class = ElectraModel
     hf_prefix = "electra."
 
     @classmethod
@@ -83,3 +81,6 @@ class ElectraFamily(EncoderFamily):
         if head_architecture.startswith("Electra"):
             return head_architecture
         return same_layers.get(head_architecture)
+
+
+__getattr__ = renamed(__name__, {"ElectraEncoder": "ElectraModel"}, globals())

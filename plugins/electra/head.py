@@ -16,16 +16,12 @@ import dataclasses
 
 import torch
 import torch.nn.functional as F
-from bertkit_plugins.electra.encoder import ElectraConfig, ElectraEncoder
+from bertkit_plugins.electra.encoder import ElectraConfig, ElectraModel
 from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
-from bertkit.model.bert import ACTIVATIONS, EncoderOutput
-from bertkit.model.config import BertConfig
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch
-from bertkit.utils.moved import forwarding
+from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding
 
 
 def generator_width(config: BertConfig, generator_size: float) -> int:
@@ -45,7 +41,7 @@ def generator_config(config: BertConfig, generator_size: float) -> ElectraConfig
     )
 
 
-class Generator(ElectraEncoder):
+class Generator(ElectraModel):
     """ELECTRA's generator encoder: its own (narrower) blocks on the discriminator's embeddings
     (``share``), which stay listed once, under the discriminator."""
 

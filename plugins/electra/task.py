@@ -28,10 +28,7 @@ from bertkit_plugins.pretraining import (
     nest_preparation,
 )
 
-from bertkit.model.config import BertConfig
-from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, by_example, deprecated_alias
+from bertkit.api import Batch, BertConfig, BertTokenizer, Head, by_example, deprecated_alias
 
 
 class ReplacedTokenDetection(CorpusTask):

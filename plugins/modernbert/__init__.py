@@ -7,18 +7,18 @@ answering and sequence classification export to ``ModernBertFor…``.
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "ModernBertConfig": "bertkit_plugins.modernbert.encoder:ModernBertConfig",
-    "ModernBertEncoder": "bertkit_plugins.modernbert.encoder:ModernBertEncoder",
+    "ModernBertModel": "bertkit_plugins.modernbert.encoder:ModernBertModel",
+    "ModernBertEncoder": "bertkit_plugins.modernbert.encoder:ModernBertEncoder",  # release 0.1's name
     "ModernBertFamily": "bertkit_plugins.modernbert.encoder:ModernBertFamily",
 }
 __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_encoders(register: Callable) -> None:
     register("modernbert", EXPORTS["ModernBertFamily"])

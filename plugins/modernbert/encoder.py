@@ -13,7 +13,7 @@ exact banded mask (``bertkit.model.unpadded``).
 
 transformers puts one more layer in every ModernBERT task class, ``head`` (dense, GELU, norm:
 ``ModernBertPredictionHead``), between the encoder and the task layer. Here it is part of the
-encoder (``ModernBertEncoder.head``), so bertkit's heads see what transformers' task layers see:
+encoder (``ModernBertModel.head``), so bertkit's heads see what transformers' task layers see:
 ``last_hidden_state`` is ``head(final_norm(x))`` and ``pooler_output`` its ``[CLS]`` row
 (``classifier_pooling: cls``); ``hidden_states`` ends with ``final_norm(x)``, transformers'
 ``ModernBertModel`` output, which ``bertkit embed`` reads.
@@ -30,12 +30,24 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bertkit.model.bert import ACTIVATIONS, EncoderOutput, first_tokens
-from bertkit.model.config import PRESETS, BertConfig, Preset
-from bertkit.model.dropout import Dropout, dropout
-from bertkit.model.families import EncoderFamily
-from bertkit.model.unpadded import Unpadded, attend, band, packed_attention
-from bertkit.utils.io import read_json
+from bertkit.api import (
+    ACTIVATIONS,
+    PRESETS,
+    BertConfig,
+    Dropout,
+    EncoderFamily,
+    EncoderOutput,
+    Preset,
+    Unpadded,
+    attend,
+    band,
+    check_length,
+    dropout,
+    first_tokens,
+    read_json,
+    renamed,
+    varlen_attention,
+)
 
 # config.json names of transformers' ModernBertConfig -> the BertConfig names bertkit's heads read
 _HF_NAMES = {
@@ -196,14 +208,14 @@ class ModernBertAttention(nn.Module):
         mask: torch.Tensor | None,
         layout: Unpadded | None,
     ) -> torch.Tensor:
-        """Padded (B, T, H) or packed (N, H) with ``layout`` -> the same shape. ``mask``: (B, 1, 1,
+        """Padded (B, T, H) or unpadded (N, H) with ``layout`` -> the same shape. ``mask``: (B, 1, 1,
         T) key mask, or (B, 1, T, T) with the band of a local layer (for the padded paths)."""
         A = self.num_heads
         q, k, v = self.Wqkv(x).unflatten(-1, (3, A, -1)).unbind(-3)  # each (…, A, D)
         q, k = rotate(q, *rope), rotate(k, *rope)
         dropout_p = self.dropout_p if self.training else 0.0
         if layout is not None:
-            y = packed_attention(q, k, v, layout, dropout_p, window=self.window)  # (N, A, D)
+            y = varlen_attention(q, k, v, layout, dropout_p, window=self.window)  # (N, A, D)
         else:
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, A, T, D)
             y = attend(q, k, v, mask, dropout_p).transpose(1, 2)
@@ -262,7 +274,7 @@ class ModernBertPredictionHead(nn.Module):
         return self.norm(self.act(self.dense(x)))
 
 
-class ModernBertEncoder(nn.Module):
+class ModernBertModel(nn.Module):
     """ModernBERT: embeddings, ``num_hidden_layers`` pre-norm blocks, final norm, prediction head.
 
     Args:
@@ -332,7 +344,7 @@ class ModernBertEncoder(nn.Module):
         cls_only: bool = False,
         unpad: bool = True,
     ) -> EncoderOutput:
-        """Encode a batch (``BertEncoder.forward``'s interface; ``token_type_ids`` are ignored).
+        """Encode a batch (``BertModel.forward``'s interface; ``token_type_ids`` are ignored).
 
         Args:
             input_ids: (B, T) token ids, T at most ``max_position_embeddings``.
@@ -347,13 +359,12 @@ class ModernBertEncoder(nn.Module):
             ValueError: T exceeds ``max_position_embeddings``; a row has no real token (unpadded).
         """
         B, T = input_ids.shape
-        if T > self.config.max_length:
-            raise ValueError(f"input_ids has {T} tokens, more than max_position_embeddings ({self.config.max_length})")
+        check_length(self.config, T)
         device = input_ids.device
         positions = torch.arange(T, device=device)
-        layout = key_mask = local_mask = None  # the masks are for the padded path; the packed one is told the lengths
+        layout = key_mask = local_mask = None  # the masks are for the padded path; the unpadded one is told the lengths
         if unpad:
-            layout = Unpadded.from_mask(attention_mask) if attention_mask is not None else Unpadded.full(B, T, device)
+            layout = Unpadded.of(input_ids, attention_mask)
             input_ids, positions = layout.unpad(input_ids), layout.unpad(positions.expand(B, T))
         else:
             key_mask = attention_mask.bool()[:, None, None, :] if attention_mask is not None else None  # (B, 1, 1, T)
@@ -363,7 +374,7 @@ class ModernBertEncoder(nn.Module):
             eye = torch.eye(T, dtype=torch.bool, device=device)
             local_mask = local if key_mask is None else (key_mask & local) | eye
         ropes = {kind: self._rope(positions, kind) for kind in ("global", "local")}
-        x = self.embeddings(input_ids)  # (B, T, H), packed (N, H)
+        x = self.embeddings(input_ids)  # (B, T, H), unpadded (N, H)
         states = [x] if output_hidden_states else None
         for layer in self.layers:
             kind, mask = ("global", key_mask) if layer.is_global else ("local", local_mask)
@@ -373,22 +384,17 @@ class ModernBertEncoder(nn.Module):
         x = self.final_norm(x)
         if states is not None:
             states[-1] = x
-            states = [s if layout is None else layout.pad(s) for s in states]
         if self.head is not None:
             x = self.head(x)
         pooled = first_tokens(x, layout).reshape(B, -1)  # (B, H): the [CLS] row
-        hidden_states = tuple(states) if states is not None else None
-        if cls_only:
-            return EncoderOutput(pooled.unsqueeze(1), pooled, hidden_states)
-        if layout is None:
-            return EncoderOutput(x, pooled, hidden_states)
-        return EncoderOutput(None, pooled, hidden_states, layout, packed=x)
+        out = EncoderOutput.of(x, pooled, states, layout)
+        return EncoderOutput(pooled.unsqueeze(1), pooled, out.hidden_states) if cls_only else out
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write ``config.json`` and ``model.safetensors`` that ``transformers.ModernBertModel``
         loads; the prediction head's ``head.*`` are kept (transformers skips them, as it does
         loading a ``ModernBertForMaskedLM`` checkpoint into ``ModernBertModel``)."""
-        from bertkit.model.weights import save_encoder
+        from bertkit.api import save_encoder
 
         save_encoder(self, directory)
 
@@ -398,7 +404,7 @@ class ModernBertFamily(EncoderFamily):
 
     name = "modernbert"
     config_class = ModernBertConfig
-    encoder_class = ModernBertEncoder
+    encoder_class = ModernBertModel
     hf_prefix = "model."
     hf_token_roles: ClassVar[dict[str, str]] = {
         "cls_token_id": "cls",
@@ -423,3 +429,6 @@ class ModernBertFamily(EncoderFamily):
         class calls the span layer ``classifier``, and its masked-LM output bias is the
         ``decoder``'s (whose weight is tied to the token embeddings)."""
         return {"model.head.": "head.", "qa_outputs.": "classifier.", "cls.predictions.bias": "decoder.bias"}
+
+
+__getattr__ = renamed(__name__, {"ModernBertEncoder": "ModernBertModel"}, globals())

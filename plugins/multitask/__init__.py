@@ -3,8 +3,7 @@ head, loss weight, metrics and records."""
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "MultiTask": "bertkit_plugins.multitask.task:MultiTask",
@@ -15,7 +14,7 @@ __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_tasks(register: Callable) -> None:
     register(EXPORTS["MultiTask"])
     register(EXPORTS["MultiTaskHead"], deprecated=True)  # release 0.1's name

@@ -6,9 +6,7 @@ import torch
 from bertkit_plugins.multitask.task import own_outputs
 from torch import nn
 
-from bertkit.model.bert import EncoderOutput
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch
+from bertkit.api import Batch, EncoderOutput, Head
 
 
 class MultiTaskHeads(Head):

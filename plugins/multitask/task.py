@@ -18,10 +18,17 @@ from typing import Any
 
 import torch
 
-from bertkit.model.config import BertConfig
-from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, Feature, Task, TaskExample, deprecated_alias, task_from_spec
+from bertkit.api import (
+    Batch,
+    BertConfig,
+    BertTokenizer,
+    Feature,
+    Head,
+    Task,
+    TaskExample,
+    deprecated_alias,
+    task_from_spec,
+)
 
 TASK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -8,8 +8,7 @@ raw text (ELECTRA's) build on ``CorpusTask`` and the masking strategies, exporte
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "CorpusTask": "bertkit_plugins.pretraining.task:CorpusTask",
@@ -32,7 +31,7 @@ __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_tasks(register: Callable) -> None:
     register(EXPORTS["MaskedLM"])
     register(EXPORTS["PreTraining"])
@@ -40,13 +39,13 @@ def register_tasks(register: Callable) -> None:
     register(EXPORTS["PreTrainingHead"], deprecated=True)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_masking(register: Callable) -> None:
     for strategy in ("TokenMasking", "WholeWordMasking", "NgramMasking"):
         register(EXPORTS[strategy])
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_commands(register: Callable) -> None:
     register("prepare", "bertkit_plugins.pretraining.prepare:prepare")
     register("vocab", "bertkit_plugins.pretraining.vocab:train_vocab")

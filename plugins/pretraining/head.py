@@ -18,11 +18,7 @@ from bertkit_plugins.pretraining.loss import LogitsBuffer, linear_cross_entropy
 from torch import nn
 from torchmetrics import MeanMetric
 
-from bertkit.model.bert import ACTIVATIONS, EncoderOutput
-from bertkit.model.config import BertConfig
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch
-from bertkit.utils.moved import forwarding
+from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding
 
 
 class MaskedLMPredictions(nn.Module):

@@ -23,8 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bertkit.model.tokenizer import Inputs
-from bertkit.utils.choices import check
+from bertkit.api import Inputs, check_choice
 
 Sentence = tuple[list[int], list[bool]]  # WordPiece ids, and whether each id starts a word
 Document = list[Sentence]
@@ -91,7 +90,7 @@ def create_instances(
     Raises:
         ValueError: ``sentence_task`` is not nsp, sop or none; NSP with a single document.
     """
-    check("sentence_task", sentence_task, SentenceTask)
+    check_choice("sentence_task", sentence_task, SentenceTask)
     if sentence_task == "nsp" and len(documents) < 2:
         raise ValueError("next-sentence prediction needs at least two documents (negatives come from another one)")
     document = documents[index]

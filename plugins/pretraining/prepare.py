@@ -29,9 +29,7 @@ from bertkit_plugins.pretraining.instances import Document, SentenceTask, create
 from bertkit_plugins.pretraining.masking import MaskingStrategy, maskable
 from bertkit_plugins.pretraining.shards import MANIFEST, write_manifest, write_shard
 
-from bertkit.model.pretrained import load_tokenizer
-from bertkit.model.tokenizer import BertTokenizer
-from bertkit.utils.choices import check
+from bertkit.api import BertTokenizer, check_choice, load_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +151,7 @@ def prepare(
         FileExistsError: a split is already prepared and ``overwrite`` is false.
         ValueError: bad settings, or a split's shard with NSP holds a single document.
     """
-    check("sentence_task", sentence_task, SentenceTask)
+    check_choice("sentence_task", sentence_task, SentenceTask)
     if not 0.0 <= holdout < 1.0:
         raise ValueError(f"holdout={holdout}: expected 0 <= holdout < 1")
     if max_seq_length < 8 or dupe_factor < 1 or documents_per_shard < 2:

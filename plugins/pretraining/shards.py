@@ -28,7 +28,7 @@ import numpy as np
 from bertkit_plugins.pretraining.instances import Instance
 from bertkit_plugins.pretraining.masking import Masked
 
-from bertkit.utils.io import atomic_path, read_json
+from bertkit.api import atomic_path, read_json
 
 MANIFEST = "manifest.json"
 PREPARE_AGAIN = "run `bertkit prepare` again with overwrite=true"

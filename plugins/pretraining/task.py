@@ -30,13 +30,21 @@ from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking, m
 from bertkit_plugins.pretraining.prepare import prepare, vocab_fingerprint
 from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
 
-from bertkit.data.samples import cache_dir
-from bertkit.model.config import BertConfig
-from bertkit.model.tokenizer import BertTokenizer
-from bertkit.plugins import registered, stored_class
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, Feature, LazyFeatures, Task, by_example, deprecated_alias
-from bertkit.utils.choices import check
+from bertkit.api import (
+    Batch,
+    BertConfig,
+    BertTokenizer,
+    Feature,
+    Head,
+    LazyFeatures,
+    Task,
+    by_example,
+    cache_dir,
+    check_choice,
+    deprecated_alias,
+    registered,
+    stored_class,
+)
 
 SentencePairTask = Literal["nsp", "sop"]
 log = logging.getLogger(__name__)
@@ -355,7 +363,7 @@ class PreTraining(MaskedLM):
         preparation: CorpusPreparation | None = None,
         top_k: int = 5,
     ) -> None:
-        check("model.task.sentence_task", sentence_task, SentencePairTask)
+        check_choice("model.task.sentence_task", sentence_task, SentencePairTask)
         super().__init__(masking, dynamic_masking, preparation, top_k)
         self.hparams["sentence_task"] = sentence_task
 

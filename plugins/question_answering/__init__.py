@@ -2,8 +2,7 @@
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "QuestionAnswering": "bertkit_plugins.question_answering.task:QuestionAnswering",
@@ -14,7 +13,7 @@ __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_tasks(register: Callable) -> None:
     register(EXPORTS["QuestionAnswering"])
     register(EXPORTS["QuestionAnsweringHead"], deprecated=True)  # release 0.1's name

@@ -11,11 +11,7 @@ import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
 from torch import nn
 
-from bertkit.model.bert import EncoderOutput
-from bertkit.model.config import BertConfig
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch
-from bertkit.utils.moved import forwarding
+from bertkit.api import Batch, BertConfig, EncoderOutput, Head, forwarding
 
 if TYPE_CHECKING:
     from bertkit_plugins.question_answering.readers import QAExample

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertkit.utils.io import json_lines, read_text
+from bertkit.api import json_lines, read_text
 
 EXACT, RELOCATED, NOT_FOUND = "exact", "relocated", "not found"
 

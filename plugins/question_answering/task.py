@@ -24,12 +24,19 @@ from bertkit_plugins.question_answering.readers import NOT_FOUND, RELOCATED, QAE
 from bertkit_plugins.question_answering.sample import squad
 from bertkit_plugins.question_answering.windows import doc_spans
 
-from bertkit.data.samples import sample_files
-from bertkit.data.windows import max_context_window
-from bertkit.model.config import BertConfig
-from bertkit.model.tokenizer import BertTokenizer, Encoded
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, Feature, Task, by_example, deprecated_alias
+from bertkit.api import (
+    Batch,
+    BertConfig,
+    BertTokenizer,
+    Encoded,
+    Feature,
+    Head,
+    Task,
+    by_example,
+    deprecated_alias,
+    max_context_window,
+    sample_files,
+)
 
 log = logging.getLogger(__name__)
 

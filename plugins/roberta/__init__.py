@@ -8,12 +8,12 @@ exports to the family's transformers class (``RobertaForTokenClassification`` â€
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "RobertaConfig": "bertkit_plugins.roberta.encoder:RobertaConfig",
-    "RobertaEncoder": "bertkit_plugins.roberta.encoder:RobertaEncoder",
+    "RobertaModel": "bertkit_plugins.roberta.encoder:RobertaModel",
+    "RobertaEncoder": "bertkit_plugins.roberta.encoder:RobertaEncoder",  # release 0.1's name
     "RobertaFamily": "bertkit_plugins.roberta.encoder:RobertaFamily",
     "XLMRobertaConfig": "bertkit_plugins.roberta.encoder:XLMRobertaConfig",
     "XLMRobertaFamily": "bertkit_plugins.roberta.encoder:XLMRobertaFamily",
@@ -22,7 +22,7 @@ __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_encoders(register: Callable) -> None:
     register("roberta", EXPORTS["RobertaFamily"])
     register("xlm-roberta", EXPORTS["XLMRobertaFamily"])

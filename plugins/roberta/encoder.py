@@ -24,11 +24,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bertkit.model.bert import BertEncoder, BertPooler
-from bertkit.model.config import BertConfig, Preset
-from bertkit.model.dropout import Dropout
-from bertkit.model.families import EncoderFamily
-from bertkit.model.tokenizer import BertTokenizer
+from bertkit.api import BertConfig, BertModel, BertPooler, BertTokenizer, Dropout, EncoderFamily, Preset, renamed
 
 
 @dataclass
@@ -76,7 +72,7 @@ class RobertaPooler(BertPooler):
         return super().forward(self.dropout(cls))  # (B, H) -> (B, H)
 
 
-class RobertaEncoder(BertEncoder):
+class RobertaModel(BertModel):
     """RoBERTa's encoder: BERT's blocks; positions offset past ``pad_token_id``; one token type.
 
     Args:
@@ -102,7 +98,7 @@ class RobertaFamily(EncoderFamily):
 
     name = "roberta"
     config_class = RobertaConfig
-    encoder_class = RobertaEncoder
+    encoder_class = RobertaModel
     hf_prefix = "roberta."
     hf_token_roles: ClassVar[dict[str, str]] = {"bos_token_id": "cls", "eos_token_id": "sep"}
     hf_class_prefix: ClassVar[str] = "Roberta"
@@ -147,3 +143,6 @@ class XLMRobertaFamily(RobertaFamily):
     name = "xlm-roberta"
     config_class = XLMRobertaConfig
     hf_class_prefix = "XLMRoberta"
+
+
+__getattr__ = renamed(__name__, {"RobertaEncoder": "RobertaModel"}, globals())

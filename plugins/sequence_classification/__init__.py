@@ -2,8 +2,7 @@
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "SequenceClassification": "bertkit_plugins.sequence_classification.task:SequenceClassification",
@@ -14,7 +13,7 @@ __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_tasks(register: Callable) -> None:
     register(EXPORTS["SequenceClassification"])
     register(EXPORTS["SequenceClassificationHead"], deprecated=True)  # release 0.1's name

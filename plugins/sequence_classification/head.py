@@ -15,12 +15,7 @@ import torch.nn.functional as F
 from bertkit_plugins.sequence_classification.metrics import ClassificationMetrics
 from torch import nn
 
-from bertkit.model.bert import EncoderOutput
-from bertkit.model.config import BertConfig
-from bertkit.model.dropout import Dropout
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch
-from bertkit.utils.moved import forwarding
+from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding
 
 if TYPE_CHECKING:
     from bertkit_plugins.sequence_classification.task import SequenceClassification

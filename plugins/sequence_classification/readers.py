@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bertkit.utils.choices import check
-from bertkit.utils.io import json_lines, text_lines
+from bertkit.api import check_choice, json_lines, text_lines
 
 Quoting = Literal["minimal", "multiline", "none"]
 QUOTING = {"minimal": csv.QUOTE_MINIMAL, "multiline": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
@@ -82,7 +81,7 @@ def read_table(
             fields; with ``minimal``, a quoted field that runs over several lines (a stray quote
             swallows the rows after it): the message names file, lines and how many were joined.
     """
-    check("quoting", quoting, Quoting)
+    check_choice("quoting", quoting, Quoting)
     examples = []
     reader = csv.reader(
         (line for _, line in text_lines(path, keep_ends=True)), delimiter=delimiter, quoting=QUOTING[quoting]

@@ -26,12 +26,17 @@ from bertkit_plugins.sequence_classification.readers import (
 )
 from bertkit_plugins.sequence_classification.sample import tables
 
-from bertkit.data.samples import sample_files
-from bertkit.model.config import BertConfig
-from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, Feature, Task, deprecated_alias
-from bertkit.utils.choices import check
+from bertkit.api import (
+    Batch,
+    BertConfig,
+    BertTokenizer,
+    Feature,
+    Head,
+    Task,
+    check_choice,
+    deprecated_alias,
+    sample_files,
+)
 
 ProblemType = Literal["single_label", "multi_label", "regression"]
 Pooling = Literal["cls", "mean"]
@@ -111,7 +116,7 @@ class SequenceClassification(Task):
             ("file_format", file_format, FileFormat),
             ("quoting", quoting, Quoting),
         ):
-            check(f"model.task.{name}", value, kind)
+            check_choice(f"model.task.{name}", value, kind)
         if isinstance(class_weights, str) and class_weights != "balanced":
             raise ValueError(f"model.task.class_weights={class_weights!r}: expected balanced or a list of weights")
         if problem_type == "regression" and class_weights is not None:

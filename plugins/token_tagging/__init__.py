@@ -3,8 +3,7 @@ as span classification (nested entities)."""
 
 from collections.abc import Callable
 
-import bertkit
-from bertkit.plugins import lazy_exports
+from bertkit.api import hookimpl, lazy_exports
 
 EXPORTS = {
     "TokenClassification": "bertkit_plugins.token_tagging.task:TokenClassification",
@@ -18,7 +17,7 @@ __all__ = list(EXPORTS)
 __getattr__ = lazy_exports(__name__, EXPORTS)
 
 
-@bertkit.hookimpl
+@hookimpl
 def register_tasks(register: Callable) -> None:
     register(EXPORTS["TokenClassification"])
     register(EXPORTS["SpanClassification"])

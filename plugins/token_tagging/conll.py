@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from bertkit.utils.choices import check
-from bertkit.utils.io import json_lines, text_lines
+from bertkit.api import check_choice, json_lines, text_lines
 
 COLUMNS = re.compile(r"[ \t]+")
 """Column separators: ASCII spaces and tabs only; a no-break space (U+00A0) or other Unicode
@@ -71,7 +70,7 @@ def to_iob2(tags: list[str], scheme: TagScheme) -> list[str]:
     Raises:
         ValueError: unknown scheme.
     """
-    check("tag scheme", scheme, TagScheme)
+    check_choice("tag scheme", scheme, TagScheme)
     out: list[str] = []
     for tag in tags:
         if scheme == "BIOES" and tag[:2] in ("S-", "E-"):
@@ -103,7 +102,7 @@ def read_conll(
             ``scheme``; the message gives ``file:line`` and the line.
     """
     path = Path(path)
-    check("tag scheme", scheme, TagScheme)
+    check_choice("tag scheme", scheme, TagScheme)
     sentences: list[Sentence] = []
     words: list[str] = []
     tags: list[str] = []
@@ -158,7 +157,7 @@ def read_tagged_jsonl(
             and line).
     """
     path = Path(path)
-    check("tag scheme", scheme, TagScheme)
+    check_choice("tag scheme", scheme, TagScheme)
     sentences: list[Sentence] = []
     for where, record, words in tokenized_records(path, tokens_field, tags_field if labelled else None):
         tags = None

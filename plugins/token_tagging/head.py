@@ -12,15 +12,10 @@ from bertkit_plugins.token_tagging.metric import EntityF1
 from bertkit_plugins.token_tagging.task import word_level
 from torch import nn
 
-from bertkit.model.bert import EncoderOutput
-from bertkit.model.config import BertConfig
-from bertkit.model.dropout import Dropout
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch
-from bertkit.utils.moved import forwarding
+from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding
 
 
-def packed_positions(marked: torch.Tensor) -> torch.Tensor:
+def compacted_positions(marked: torch.Tensor) -> torch.Tensor:
     """The token positions where ``marked`` ((B, T), e.g. ``word_index``) is >= 0, moved to the
     front of each row in order: (B, W) with W the most in any row (at least 1), -1 past a row's
     positions."""
@@ -102,7 +97,7 @@ class TokenClassificationHead(Head):
             words), and (B,) whether a row's first word is not its sentence's first (a window
             that starts inside the sentence, where an entity may go on).
         """
-        words = packed_positions(word_index)
+        words = compacted_positions(word_index)
         order = words.clamp(min=0)
         emissions = logits.float().gather(1, order.unsqueeze(2).expand(-1, -1, logits.shape[2]))
         free_start = word_index.gather(1, order[:, :1]).squeeze(1) > 0

@@ -28,10 +28,7 @@ from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, t
 from bertkit_plugins.token_tagging.span_metric import keep_best
 from bertkit_plugins.token_tagging.task import TokenClassification
 
-from bertkit.model.config import BertConfig
-from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, Feature, by_example, deprecated_alias
+from bertkit.api import Batch, BertConfig, BertTokenizer, Feature, Head, by_example, deprecated_alias
 
 log = logging.getLogger(__name__)
 

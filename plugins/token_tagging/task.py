@@ -17,11 +17,17 @@ from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, r
 from bertkit_plugins.token_tagging.windows import Window, make_windows, owners
 from tokenizers import pre_tokenizers
 
-from bertkit.model.config import BertConfig
-from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, Feature, Task, by_example, deprecated_alias
-from bertkit.utils.choices import check
+from bertkit.api import (
+    Batch,
+    BertConfig,
+    BertTokenizer,
+    Feature,
+    Head,
+    Task,
+    by_example,
+    check_choice,
+    deprecated_alias,
+)
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_FILES = {split: SAMPLE_DIR / f"{split}.conll" for split in ("train", "validation", "test")}
@@ -69,7 +75,7 @@ class TokenClassification(Task):
         context: int = 0,
     ) -> None:
         super().__init__()
-        check("model.task.tag_scheme", tag_scheme, TagScheme)
+        check_choice("model.task.tag_scheme", tag_scheme, TagScheme)
         if context < 0:
             raise ValueError(f"model.task.context={context}: expected a number of tokens >= 0")
         if crf and label_all_subwords:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bertkit.data.windows import max_context_window
-from bertkit.model.tokenizer import Inputs
+from bertkit.api import Inputs, max_context_window
 
 
 @dataclass

@@ -1,0 +1,175 @@
+"""The plugin API: every name a bertkit plugin may use, in one module.
+
+A plugin (a task, an encoder family, a masking strategy, a command) imports from here and from
+nothing else of ``bertkit`` (CI checks it for the built-in plugins: ``.importlinter``); the core
+never imports a plugin. Names are imported on first use (PEP 562), so a plugin's registration
+module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
+
+- Plugin system: ``hookimpl`` (the hooks are in ``bertkit.hookspecs``), ``lazy_exports`` (a
+  plugin package that names its classes without importing them), ``registered`` and
+  ``stored_class`` (a registry's objects; a class named by a file, never imported), and for
+  names of an earlier release ``deprecated_alias``, ``forwarding`` and ``renamed``.
+- Tasks: ``Task`` (files, labels, features, records), ``Head`` (layers, loss, metrics, export
+  keys), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
+  ``task_from_spec``, ``pad_batch``.
+- Encoders: ``Encoder`` (the protocol a family's module implements), ``EncoderFamily``,
+  ``BertConfig`` (``Preset``, ``PRESETS``), ``BertModel`` and its parts a family reuses
+  (``BertPooler``, ``ACTIVATIONS``, ``first_tokens``, ``check_length``), ``EncoderOutput``,
+  ``token_features``, ``Dropout``/``dropout``, the unpadded layout (``Unpadded``) and its
+  attention (``varlen_attention``, padded ``attend``, local ``band``), ``save_encoder``.
+- Tokenizers: ``BertTokenizer``, ``Encoded``, ``Inputs``, ``SPECIAL_TOKENS``, ``load_tokenizer``.
+- Files: ``text_lines``, ``json_lines``, ``read_text``, ``read_json``, ``atomic_path``,
+  ``sample_files``, ``cache_dir``; ``max_context_window`` (windows of long texts);
+  ``check_choice`` (a setting among a ``Literal``'s values).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bertkit.hookspecs import hookimpl
+from bertkit.plugins import lazy_exports
+
+if TYPE_CHECKING:
+    from bertkit.data.collate import pad_batch
+    from bertkit.data.samples import cache_dir, sample_files
+    from bertkit.data.windows import max_context_window
+    from bertkit.model.bert import (
+        ACTIVATIONS,
+        BertModel,
+        BertPooler,
+        EncoderOutput,
+        check_length,
+        first_tokens,
+        token_features,
+    )
+    from bertkit.model.config import PRESETS, BertConfig, Preset
+    from bertkit.model.dropout import Dropout, dropout
+    from bertkit.model.encoder import Encoder
+    from bertkit.model.families import EncoderFamily
+    from bertkit.model.pretrained import load_tokenizer
+    from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs
+    from bertkit.model.unpadded import Unpadded, attend, band, varlen_attention
+    from bertkit.model.weights import save_encoder
+    from bertkit.plugins import registered, stored_class
+    from bertkit.tasks.head import Head
+    from bertkit.tasks.task import (
+        Batch,
+        Feature,
+        LazyFeatures,
+        Task,
+        TaskExample,
+        by_example,
+        deprecated_alias,
+        task_from_spec,
+    )
+    from bertkit.utils.choices import check_choice
+    from bertkit.utils.io import atomic_path, json_lines, read_json, read_text, text_lines
+    from bertkit.utils.moved import forwarding, renamed
+
+_HOME = {
+    "ACTIVATIONS": "model.bert",
+    "BertModel": "model.bert",
+    "BertPooler": "model.bert",
+    "EncoderOutput": "model.bert",
+    "check_length": "model.bert",
+    "first_tokens": "model.bert",
+    "token_features": "model.bert",
+    "BertConfig": "model.config",
+    "PRESETS": "model.config",
+    "Preset": "model.config",
+    "Dropout": "model.dropout",
+    "dropout": "model.dropout",
+    "Encoder": "model.encoder",
+    "EncoderFamily": "model.families",
+    "load_tokenizer": "model.pretrained",
+    "SPECIAL_TOKENS": "model.tokenizer",
+    "BertTokenizer": "model.tokenizer",
+    "Encoded": "model.tokenizer",
+    "Inputs": "model.tokenizer",
+    "Unpadded": "model.unpadded",
+    "attend": "model.unpadded",
+    "band": "model.unpadded",
+    "varlen_attention": "model.unpadded",
+    "save_encoder": "model.weights",
+    "lazy_exports": "plugins",
+    "registered": "plugins",
+    "stored_class": "plugins",
+    "Head": "tasks.head",
+    "Batch": "tasks.task",
+    "Feature": "tasks.task",
+    "LazyFeatures": "tasks.task",
+    "Task": "tasks.task",
+    "TaskExample": "tasks.task",
+    "by_example": "tasks.task",
+    "deprecated_alias": "tasks.task",
+    "task_from_spec": "tasks.task",
+    "pad_batch": "data.collate",
+    "cache_dir": "data.samples",
+    "sample_files": "data.samples",
+    "max_context_window": "data.windows",
+    "check_choice": "utils.choices",
+    "atomic_path": "utils.io",
+    "json_lines": "utils.io",
+    "read_json": "utils.io",
+    "read_text": "utils.io",
+    "text_lines": "utils.io",
+    "forwarding": "utils.moved",
+    "renamed": "utils.moved",
+}
+__all__ = [
+    "ACTIVATIONS",
+    "atomic_path",
+    "attend",
+    "band",
+    "Batch",
+    "BertConfig",
+    "BertModel",
+    "BertPooler",
+    "BertTokenizer",
+    "by_example",
+    "cache_dir",
+    "check_choice",
+    "check_length",
+    "deprecated_alias",
+    "Dropout",
+    "dropout",
+    "Encoded",
+    "Encoder",
+    "EncoderFamily",
+    "EncoderOutput",
+    "Feature",
+    "first_tokens",
+    "forwarding",
+    "Head",
+    "hookimpl",
+    "Inputs",
+    "json_lines",
+    "lazy_exports",
+    "LazyFeatures",
+    "load_tokenizer",
+    "max_context_window",
+    "pad_batch",
+    "Preset",
+    "PRESETS",
+    "read_json",
+    "read_text",
+    "registered",
+    "renamed",
+    "sample_files",
+    "save_encoder",
+    "SPECIAL_TOKENS",
+    "stored_class",
+    "Task",
+    "task_from_spec",
+    "TaskExample",
+    "text_lines",
+    "token_features",
+    "Unpadded",
+    "varlen_attention",
+]
+__getattr__ = lazy_exports(__name__, {name: f"bertkit.{module}:{name}" for name, module in _HOME.items()})
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])
