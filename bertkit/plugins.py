@@ -236,6 +236,11 @@ def _collect(hook_name: str) -> dict[str, dict[str, object]]:
     return found
 
 
+def owners(hook_name: str) -> dict[str, str]:
+    """The plugin that registered each name through ``hook_name``."""
+    return {name: plugin for plugin, found in _collect(hook_name).items() for name in found}
+
+
 def deprecated_names(hook_name: str) -> set[str]:
     """The names registered through ``hook_name`` for compatibility with an earlier release (a
     class's former name): they still resolve, but are not offered as choices."""

@@ -20,6 +20,7 @@ from tests.conftest import FAST, RECIPE, ROOT, run_bertkit_fresh
 
 FIXTURES = ROOT / "tests" / "fixtures"
 BUILTIN = {
+    "commands",
     "pretrained",
     "token_tagging",
     "sequence_classification",
@@ -162,3 +163,35 @@ def test_registry_name_clash_is_an_error():
             registered("register_pretrained")
     finally:
         unregister_plugin("clash")
+
+
+class ExportAgain:
+    @bertkit.hookimpl
+    def register_commands(self, register):
+        register("export", lambda: None)
+
+
+class FitAgain:
+    @bertkit.hookimpl
+    def register_commands(self, register):
+        register("fit", lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "message"),
+    [
+        (ExportAgain, "'export' registered by both 'commands' and 'again'"),
+        (FitAgain, "plugin 'again' registers the command 'fit', one of bertkit's own"),
+    ],
+)
+def test_a_command_name_taken_is_an_error_naming_both(plugin, message, capsys):
+    """The built-in commands register like a third party's, so a plugin's command of the same name
+    is refused, never silently replacing one."""
+    from bertkit.cli import main
+
+    register_plugin(plugin(), "again")
+    try:
+        assert main(["export", "--help"]) == 2
+    finally:
+        unregister_plugin("again")
+    assert message in capsys.readouterr().err

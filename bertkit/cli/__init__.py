@@ -24,7 +24,6 @@ from bertkit.cli.guide import (
     require_recipe,
 )
 from bertkit.plugins import (
-    Lazy,
     PluginError,
     deprecated_names,
     describe,
@@ -32,6 +31,7 @@ from bertkit.plugins import (
     import_classes,
     load_modules,
     loaded,
+    owners,
     plugin_manager,
 )
 
@@ -119,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     plugin_manager()
     if args[:1] == ["plugins"]:
         return print_plugins(args[1:])
-    commands = {name: Lazy(f"bertkit.commands.{name}:{name}") for name in ("embed", "export", "serve", "tune")}
-    commands |= entries("register_commands")
+    try:
+        commands = registered_commands()
+    except PluginError as err:
+        return _error(err)
     if not args or args[0] in ("-h", "--help"):
         print(overview(commands, Path("recipes").glob("*.yaml")))
         return 0 if args else 2
@@ -128,13 +130,15 @@ def main(argv: list[str] | None = None) -> int:
         print(command_help(args[0], Path("recipes").glob("*.yaml")))
         return 0
     try:
-        if args[0] == "tune":  # --config names the recipe, as for fit (jsonargparse keeps --config for itself)
-            args = [re.sub(r"^--config(?==|$)", "--recipe", a) for a in args]
         if args[0] in commands:
             from jsonargparse import CLI
 
+            function = loaded(commands[args[0]])
+            config = getattr(function, "config_argument", None)  # jsonargparse keeps --config for itself
+            if config:
+                args = [re.sub(r"^--config(?==|$)", f"--{config}", a) for a in args]
             CLI(
-                loaded(commands[args[0]]),
+                function,
                 args=args[1:],
                 prog=f"bertkit {args[0]}",
                 exit_on_error=False,
@@ -150,11 +154,34 @@ def main(argv: list[str] | None = None) -> int:
     except _user_errors() as err:
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
             raise
-        print(
-            f"bertkit: error: {one_line(str(err))}{_no_gpu_hint(err)}\n(set {DEBUG_ENV}=1 for the traceback)",
-            file=sys.stderr,
+        return _error(err)
+
+
+def _error(err: BaseException) -> int:
+    """Say ``err`` on one ``bertkit: error:`` line; the exit code 2."""
+    print(
+        f"bertkit: error: {one_line(str(err))}{_no_gpu_hint(err)}\n(set {DEBUG_ENV}=1 for the traceback)",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def registered_commands() -> dict[str, object]:
+    """The commands plugins register (``register_commands``; the built-in ``embed``, ``export``,
+    ``serve`` and ``tune`` among them), by name, not imported.
+
+    Raises:
+        PluginError: two plugins register one name, or a plugin registers one of the commands
+            bertkit runs itself (``fit`` … ``plugins``); the message names the plugins.
+    """
+    commands = entries("register_commands")
+    taken = sorted(set(commands) & {*LIGHTNING_COMMANDS, "plugins"})
+    if taken:
+        who = owners("register_commands")
+        raise PluginError(
+            "; ".join(f"plugin {who[n]!r} registers the command {n!r}, one of bertkit's own" for n in taken)
         )
-        return 2
+    return commands
 
 
 def run_lightning(args: list[str]) -> int:

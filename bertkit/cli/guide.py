@@ -33,7 +33,7 @@ def _first_line(obj: Any) -> str:
 def overview(commands: dict[str, Any], recipes: Iterable[Path]) -> str:
     """The text of ``bertkit --help``: every command, plugin commands included, and the recipes
     found under ``./recipes``."""
-    rows = {**LIGHTNING_COMMANDS, "plugins": "list plugins, their heads and commands (--json)"}
+    rows = {**LIGHTNING_COMMANDS, "plugins": "list plugins, their tasks, encoders and commands (--json)"}
     rows |= {name: _first_line(fn) for name, fn in sorted(commands.items())}
     width = max(map(len, rows))
     lines = ["usage: bertkit COMMAND [options]   (bertkit COMMAND --help for a command's options)", "", "commands:"]

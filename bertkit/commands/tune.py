@@ -52,3 +52,6 @@ def tune(
 
     summary = run(recipe, space, trials, n_jobs, storage, study_name, pruner, seed, seeds, report)
     print(json.dumps(summary, indent=2, default=str))
+
+
+tune.config_argument = "recipe"  # type: ignore[attr-defined]  # --config names the recipe, as for fit
