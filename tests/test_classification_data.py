@@ -202,3 +202,20 @@ def test_single_label_metrics_report_f1_per_label():
         "f1_neg": 0.5, "f1_neu": 0.6667, "f1_pos": 0.8,
     }  # fmt: skip
     assert abs(float(values["f1_macro"]) - (0.5 + 2 / 3 + 0.8) / 3) < 1e-6
+
+
+def test_a_data_module_reads_featurizes_and_batches_with_no_model_and_no_trainer(tmp_path, minilm_dir):
+    """The data module needs a task and a tokenizer only: it reads the files, lets the task learn
+    its labels, and builds padded batches that can be inspected before any model exists."""
+    (tmp_path / "train.tsv").write_text(
+        "sentence\tlabel\n" + "".join(f"text number {i}\t{'ab'[i % 2]}\n" for i in range(10))
+    )
+    task, tokenizer = SequenceClassification(), BertTokenizer.from_pretrained(minilm_dir)
+    data = BertDataModule(task, tokenizer, data_dir=str(tmp_path), train_file="train.tsv", batch_size=4)
+    data.setup("fit")
+    batches = list(data.train_dataloader())
+    assert task.hparams.labels == ["a", "b"] and [len(b["input_ids"]) for b in batches] == [4, 4, 2]
+    assert all(b["input_ids"].shape == b["attention_mask"].shape for b in batches)
+    assert sorted(label for b in batches for label in b["labels"].tolist()) == [0] * 5 + [1] * 5
+    with pytest.raises(RuntimeError, match=r"BertDataModule has no task: give BertDataModule\(task=…\)"):
+        BertDataModule(data_dir=str(tmp_path), train_file="train.tsv").setup("fit")

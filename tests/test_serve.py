@@ -232,12 +232,16 @@ def ner_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextmanager
-def serving(checkpoint: Path, cwd: Path, *options: str) -> Iterator[tuple[int, subprocess.Popen]]:
-    """``bertkit serve CHECKPOINT OPTIONS`` in a new process, once /health answers: (port, process).
-    Stopped with SIGTERM at the end (killed if it has not exited 60 s later)."""
+def serving(
+    checkpoint: Path, cwd: Path, *options: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[int, subprocess.Popen]]:
+    """``bertkit serve CHECKPOINT OPTIONS`` in a new process (with ``env`` added to this one's),
+    once /health answers: (port, process). Stopped with SIGTERM at the end (killed if it has not
+    exited 60 s later)."""
     port = _free_port()
     command = [sys.executable, "-m", "bertkit", "serve", str(checkpoint), "--port", str(port), *options]
-    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, **(env or {})}
+    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     key = {"X-API-Key": options[options.index("--api_key") + 1]} if "--api_key" in options else {}
     try:
         for _ in range(240):
