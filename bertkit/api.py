@@ -17,10 +17,14 @@ module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
   (``BertPooler``, ``ACTIVATIONS``, ``first_tokens``, ``check_length``), ``EncoderOutput``,
   ``token_features``, ``Dropout``/``dropout``, the unpadded layout (``Unpadded``) and its
   attention (``varlen_attention``, padded ``attend``, local ``band``), ``save_encoder``.
-- Tokenizers: ``BertTokenizer``, ``Encoded``, ``Inputs``, ``SPECIAL_TOKENS``, ``load_tokenizer``.
+- Tokenizers: ``BertTokenizer``, ``Encoded``, ``Inputs``, ``SPECIAL_TOKENS``, ``load_tokenizer``;
+  ``split_words`` (plain text's words by BERT's basic-tokenizer rules, with offsets).
 - Files: ``text_lines``, ``json_lines``, ``read_text``, ``read_json``, ``atomic_path``,
   ``sample_files``, ``cache_dir``; ``max_context_window`` (windows of long texts);
   ``check_choice`` (a setting among a ``Literal``'s values).
+- Typed records: ``Schema`` (a JSON record's declared fields, strict), ``Text``/``NonBlank``,
+  ``parse`` (a value checked against a schema or type), ``parse_json``, ``typed_fields`` (a
+  ``config.json``'s entries checked against a config dataclass's field types).
 """
 
 from __future__ import annotations
@@ -43,12 +47,12 @@ if TYPE_CHECKING:
         first_tokens,
         token_features,
     )
-    from bertkit.model.config import PRESETS, BertConfig, Preset
+    from bertkit.model.config import PRESETS, BertConfig, Preset, typed_fields
     from bertkit.model.dropout import Dropout, dropout
     from bertkit.model.encoder import Encoder
     from bertkit.model.families import EncoderFamily
     from bertkit.model.pretrained import load_tokenizer
-    from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs
+    from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words
     from bertkit.model.unpadded import Unpadded, attend, band, varlen_attention
     from bertkit.model.weights import save_encoder
     from bertkit.plugins import registered, stored_class
@@ -66,6 +70,7 @@ if TYPE_CHECKING:
     from bertkit.utils.choices import check_choice
     from bertkit.utils.io import atomic_path, json_lines, read_json, read_text, text_lines
     from bertkit.utils.moved import forwarding, renamed
+    from bertkit.utils.schema import NonBlank, Schema, Text, parse, parse_json
 
 _HOME = {
     "ACTIVATIONS": "model.bert",
@@ -78,6 +83,7 @@ _HOME = {
     "BertConfig": "model.config",
     "PRESETS": "model.config",
     "Preset": "model.config",
+    "typed_fields": "model.config",
     "Dropout": "model.dropout",
     "dropout": "model.dropout",
     "Encoder": "model.encoder",
@@ -87,6 +93,7 @@ _HOME = {
     "BertTokenizer": "model.tokenizer",
     "Encoded": "model.tokenizer",
     "Inputs": "model.tokenizer",
+    "split_words": "model.tokenizer",
     "Unpadded": "model.unpadded",
     "attend": "model.unpadded",
     "band": "model.unpadded",
@@ -116,6 +123,11 @@ _HOME = {
     "text_lines": "utils.io",
     "forwarding": "utils.moved",
     "renamed": "utils.moved",
+    "NonBlank": "utils.schema",
+    "Schema": "utils.schema",
+    "Text": "utils.schema",
+    "parse": "utils.schema",
+    "parse_json": "utils.schema",
 }
 __all__ = [
     "ACTIVATIONS",
@@ -149,7 +161,10 @@ __all__ = [
     "LazyFeatures",
     "load_tokenizer",
     "max_context_window",
+    "NonBlank",
     "pad_batch",
+    "parse",
+    "parse_json",
     "Preset",
     "PRESETS",
     "read_json",
@@ -158,13 +173,17 @@ __all__ = [
     "renamed",
     "sample_files",
     "save_encoder",
+    "Schema",
     "SPECIAL_TOKENS",
+    "split_words",
     "stored_class",
     "Task",
     "task_from_spec",
     "TaskExample",
+    "Text",
     "text_lines",
     "token_features",
+    "typed_fields",
     "Unpadded",
     "varlen_attention",
 ]

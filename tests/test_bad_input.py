@@ -227,7 +227,7 @@ CASES = [
     Case(
         "regression-nan-label",
         sst2("--model.task.init_args.problem_type=regression"),
-        ["d/train.tsv:3", "'nan' is not a finite number"],
+        ["d/train.tsv:3", "'nan' is not a decimal number"],
         {"d/train.tsv": "sentence\tlabel\nfine\t1.5\ngood\tnan\n", "d/dev.tsv": TSV_OK},
     ),
     Case("ckpt-not-lightning", ["test", "--config", NER, *TINY, "--ckpt_path=w.ckpt"], ["w.ckpt", "no state_dict"]),
@@ -281,21 +281,21 @@ CASES = [
     Case(
         "squad-negative-answer-start",
         squad(),
-        ["qas[0]", "answer_start -7 is outside the context"],
+        ["qas[0].answers[0].answer_start", "expected greater than or equal to 0"],
         {"d/train-v1.1.json": json.dumps(SQUAD_OK).replace('"answer_start": 11', '"answer_start": -7')},
     ),
     Case("squad-not-json", squad(), ["d/train-v1.1.json:1: not valid JSON"], {"d/train-v1.1.json": "{data: 1"}),
-    Case("squad-no-data", squad(), ["d/train-v1.1.json: expected SQuAD JSON"], {"d/train-v1.1.json": "{}"}),
+    Case("squad-no-data", squad(), ["d/train-v1.1.json: data: missing"], {"d/train-v1.1.json": "{}"}),
     Case(
         "squad-no-context",
         squad(),
-        ["data[0].paragraphs[0]", "'context'"],
+        ["data[0].paragraphs[0].context: missing"],
         {"d/train-v1.1.json": json.dumps({"data": [{"paragraphs": [{"qas": []}]}]})},
     ),
     Case(
         "squad-answer-start",
         squad(),
-        ["qas[0]", "answer_start"],
+        ["qas[0].answers[0].answer_start: expected an integer", 'got a string "x"'],
         {
             "d/train-v1.1.json": json.dumps(
                 {

@@ -157,7 +157,7 @@ def test_balanced_class_weights_and_multi_hot_batches(tmp_path, minilm_dir):
 def test_regression_labels_must_be_numbers(tmp_path):
     path = tmp_path / "sts.tsv"
     path.write_text("sentence\tlabel\na\t3.5\nb\thigh\n")
-    with pytest.raises(ValueError, match=rf"{path}:3: label 'high' is not a number"):
+    with pytest.raises(ValueError, match=rf"{path}:3: label 'high' is not a decimal number"):
         SequenceClassification(problem_type="regression").read(path)
 
 

@@ -4,6 +4,7 @@ weights-only checkpoints, plain-text prediction, and --print_config round trip."
 from __future__ import annotations
 
 import json
+import shlex
 
 import torch
 
@@ -163,3 +164,18 @@ def test_a_missing_data_file_is_named_before_the_model_is_built(tmp_path):
     assert proc.returncode == 2 and f"{tmp_path / 'none' / 'eng.train'}: data.train_file not found" in proc.stderr
     proc = run_bertkit("test", "--config", str(RECIPE), *missing, "--ckpt_path=last", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and f"{tmp_path / 'none' / 'eng.testb'}: data.test_file not found" in proc.stderr
+
+
+def test_the_commands_fit_suggests_next_test_the_same_run(tmp_path):
+    """Two runs in one folder, the second into ``runs/x`` with a smaller model: the ``next:``
+    command fit prints (run as printed) tests runs/x's checkpoint, not the recipe's default run."""
+    tiny = ["--model.pretrained=null", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
+    run_bertkit("fit", "--config", str(RECIPE), "--model.preset=mini", *tiny, cwd=tmp_path)
+    out = run_bertkit("fit", "--config", str(RECIPE), "--model.preset=tiny", *tiny,
+                      "--trainer.default_root_dir=runs/x", cwd=tmp_path).stdout  # fmt: skip
+    line = next(x for x in out.splitlines() if x.strip().startswith("next: bertkit test"))
+    command = shlex.split(line.split("next: bertkit ", 1)[1])
+    assert "--trainer.default_root_dir=runs/x" in command and "--model.preset=tiny" in command
+    tested = run_bertkit(*command, cwd=tmp_path)
+    assert tested.returncode == 0 and "runs/x/checkpoints/" in tested.stdout + tested.stderr
+    assert "runs/ner/checkpoints/" not in tested.stdout + tested.stderr

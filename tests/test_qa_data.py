@@ -76,7 +76,7 @@ def test_relocation_picks_the_nearest_occurrence() -> None:
 
 def test_reader_errors_name_the_place(tmp_path: Path) -> None:
     path = squad_file(tmp_path / "d.json", [{"context": "c", "qas": [qa("a", "q?", []), {"id": "b", "answers": []}]}])
-    with pytest.raises(ValueError, match=r"d.json: data\[0\].paragraphs\[0\].qas\[1\]: no 'question'"):
+    with pytest.raises(ValueError, match=r"d.json: data\[0\].paragraphs\[0\].qas\[1\].question: missing"):
         read_qa(path)
     (tmp_path / "x.json").write_text('{"data": [}')
     with pytest.raises(ValueError, match=r"x.json:1: not valid JSON"):

@@ -94,7 +94,7 @@ def test_predictor_reads_records_and_names_the_bad_input() -> None:
     assert [r["id"] for r in records] == ["inputs:1", "inputs:2"] and records[1]["question"] == "When?"
     for record, ctx in zip(records, (context, "On Tuesday."), strict=True):
         assert record["answer"] == ctx[record["start"] : record["end"]] and record["n_best"]
-    with pytest.raises(ValueError, match=r"inputs:2: no 'question' string"):
+    with pytest.raises(ValueError, match=r"inputs:2: question: missing"):
         predictor.predict([{"question": "Who?", "context": "x"}, {"context": "y"}])
     with pytest.raises(ValueError, match=r"not a mix"):
         predictor.predict(["text", {"question": "Who?", "context": "x"}])
@@ -207,6 +207,30 @@ def _call(port: int, path: str, body: bytes | None = None, headers: dict | None 
         return err.code, _json_or_text(err.read())
 
 
+def _oversized(port: int, path: str, chunks: list[bytes], headers: dict[str, str], chunked: bool) -> tuple[int, str]:
+    """POST ``chunks`` (with chunked transfer encoding, or one body of declared length), sending
+    until the server stops reading (it may answer before the body ends); its status and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {sum(map(len, chunks))}"
+        head = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Content-Type: application/json", framing,
+                *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
+        try:
+            conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+            for chunk in chunks:
+                conn.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunked else chunk)
+            conn.sendall(b"0\r\n\r\n" if chunked else b"")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered before the body ended
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < 20:
+            piece = conn.recv(65536)
+            if not piece:
+                break
+            answer += piece
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer.partition(b"\r\n\r\n")[2].decode(errors="replace")
+
+
 def _json_or_text(body: bytes) -> object:
     try:
         return json.loads(body)
@@ -242,7 +266,7 @@ def serving(
     command = [sys.executable, "-m", "bertkit", "serve", str(checkpoint), "--port", str(port), *options]
     env = {**os.environ, **(env or {})}
     server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    key = {"X-API-Key": options[options.index("--api_key") + 1]} if "--api_key" in options else {}
+    key = {"X-API-Key": env["BERTKIT_API_KEY"]} if "BERTKIT_API_KEY" in env else {}
     try:
         for _ in range(240):
             try:
@@ -267,8 +291,10 @@ def serving(
 
 @pytest.fixture(scope="module")
 def served(ner_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """The port of ``bertkit serve`` on the NER checkpoint, with an API key ``k``."""
-    with serving(ner_checkpoint, tmp_path_factory.mktemp("cwd"), "--api_key", "k") as (port, _):
+    """The port of ``bertkit serve`` on the NER checkpoint, with an API key ``k`` (from the
+    environment, not the command line) and a work budget of 4,096 tokens a request."""
+    cwd = tmp_path_factory.mktemp("cwd")
+    with serving(ner_checkpoint, cwd, "--max_request_tokens", "4096", env={"BERTKIT_API_KEY": "k"}) as (port, _):
         yield port
 
 
@@ -291,24 +317,39 @@ def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None
     bad = [
         (b"{not json", "/predict"),
         (b'{"inputs": "\xff\xfe"}', "/predict"),
-        (json.dumps({"inputs": "a " * 600_000}).encode(), "/predict"),
         (json.dumps({"text": "x"}).encode(), "/predict"),
         (json.dumps({"inputs": [3]}).encode(), "/predict"),
         (json.dumps({"inputs": ["ok", " "]}).encode(), "/predict"),
         (json.dumps({"inputs": ["x"] * 300}).encode(), "/predict"),
         (json.dumps({"inputs": "x", "normalize": "yes"}).encode(), "/embed"),
+        (json.dumps({"inputs": "Oslo " * 5000}).encode(), "/predict"),  # 25 kB, 5,000 words: over the work budget
+        (json.dumps({"inputs": ["Oslo " * 500] * 40}).encode(), "/embed"),  # 40 texts x 128 tokens (truncated)
+        (b"[" * 100_000 + b"]" * 100_000, "/predict"),
+        (b'{"inputs": "\\ud800 Oslo"}', "/embed"),
+        (b'{"inputs": "a", "inputs": "b"}', "/predict"),
+        (b'{"inputs": [NaN]}', "/predict"),
     ]
     said = []
     for body, path in bad:
         status, answer = _call(port, path, body, headers=KEY)
-        assert 400 <= status < 500, (body, status, answer)
+        assert 400 <= status < 500, (body[:40], status, answer)
         said.append(json.dumps(answer))
-    assert "not UTF-8 JSON" in said[0] and "not UTF-8 JSON" in said[1] and "at most 1,000,000" in said[2]
-    assert "JSON object with" in said[3] and "inputs[0]" in said[4] and "inputs[1]: empty text" in said[5]
-    assert "300" in said[6] and "normalize" in said[7]
+    assert "not valid JSON" in said[0] and "not UTF-8" in said[1]
+    assert "inputs: missing" in said[2] and "inputs[0]" in said[3] and "inputs[1]: empty text" in said[4]
+    assert "300" in said[5] and "normalize: expected true or false" in said[6]
+    assert "at most 4,096 per request" in said[7] and "at most 4,096 per request" in said[8]
+    assert "nested too deep" in said[9] and "lone surrogate" in said[10] and "given twice" in said[11]
+    assert "NaN is not a JSON number" in said[12]
+    status, answer = _oversized(port, "/predict", [b"[" * 10_000] * 200, KEY, chunked=True)  # 2 MB, no length given
+    assert status == 413 and "more than 1,000,000 bytes" in answer
+    status, answer = _oversized(port, "/predict", [b"[" * 10_000] * 200, KEY, chunked=False)  # refused from its length
+    assert status == 413 and "request body of 2,000,000 bytes: at most 1,000,000" in answer
+    for path in ("/docs", "/openapi.json", "/info"):
+        assert _call(port, path)[0] == 401 and _call(port, path, headers=KEY)[0] == 200
+    assert _call(port, "/health")[0] == 200 and _call(port, "/")[0] == 200  # probes and the page stay open
     form = {"Content-Type": "application/x-www-form-urlencoded", **KEY}
     assert _call(port, "/predict", b"inputs=x", headers=form)[0] == 415
-    assert _post(port, "/predict", {"inputs": "x"})[0] in (401, 403)  # no key
+    assert _post(port, "/predict", {"inputs": "x"})[0] == 401  # no key
     assert _call(port, "/nowhere", headers=KEY)[0] == 404
     assert _post(port, "/predict", {"inputs": "Oslo ."}, headers=KEY)[0] == 200  # still serving
 

@@ -32,10 +32,10 @@ def write(path: Path, *records) -> Path:
 @pytest.mark.parametrize(
     ("record", "message"),
     [
-        ({"tokens": ["a", "b"], "entities": [{"start": 1, "end": 3, "type": "DNA"}]}, r"x.jsonl:2: entities\[0\]: expected \{start, end, type\} with 0 <= start < end <= 2"),
+        ({"tokens": ["a", "b"], "entities": [{"start": 1, "end": 3, "type": "DNA"}]}, r"x.jsonl:2: entities\[0\]: expected 0 <= start < end <= 2 \(word indices, end exclusive\), got start 1, end 3"),
         ({"tokens": ["a", "b"], "entities": [{"start": 1, "end": 1, "type": "DNA"}]}, r"x.jsonl:2: entities\[0\]: expected"),
-        ({"tokens": ["a"], "entities": [{"start": 0, "end": 1, "type": 3}]}, r"x.jsonl:2: entities\[0\]: expected a string type, got 3"),
-        ({"tokens": ["a"]}, r"x.jsonl:2: expected a JSON object with list fields 'tokens', 'entities'"),
+        ({"tokens": ["a"], "entities": [{"start": 0, "end": 1, "type": 3}]}, r"x.jsonl:2: entities\[0\].type: expected a string, got an integer 3"),
+        ({"tokens": ["a"]}, r"x.jsonl:2: no field 'entities'; the object has \['tokens'\]"),
         ({"tokens": ["a"], "entities": [{"start": 0, "end": 1, "type": "RNA"}]}, r"x.jsonl:2: entity type 'RNA' not in model.task.entity_types"),
     ],
 )  # fmt: skip

@@ -162,6 +162,21 @@ def test_tune_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     bad = ["--storage", "nosuchdb://x"]
     out = run_bertkit("tune", "--config", str(RECIPE), "--space", "space.yaml", *bad, cwd=tmp_path, check=False)
     assert out.returncode == 2 and "--storage nosuchdb://x: cannot be opened" in out.stderr
+    for option in ("--n_jobs", "--trials"):
+        out = run_bertkit(
+            "tune", "--config", str(RECIPE), "--space", "space.yaml", option, "0", cwd=tmp_path, check=False
+        )
+        assert out.returncode == 2 and option.lstrip("-") in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_study_whose_every_trial_failed_exits_1(tmp_path: Path) -> None:
+    tiny_recipe(tmp_path)
+    (tmp_path / "space.yaml").write_text("data.max_length: [0, 1]\n")  # every trial fails at once
+    out = run_bertkit(
+        "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--trials", "1", cwd=tmp_path, check=False
+    )
+    assert out.returncode == 1 and "no trial completed" in out.stderr, out.stderr
+    assert json.loads(out.stdout)["trials"]["FAIL"] == 1
 
 
 def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_validation(tmp_path: Path) -> None:

@@ -137,13 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             config = getattr(function, "config_argument", None)  # jsonargparse keeps --config for itself
             if config:
                 args = [re.sub(r"^--config(?==|$)", f"--{config}", a) for a in args]
-            CLI(
-                function,
-                args=args[1:],
-                prog=f"bertkit {args[0]}",
-                exit_on_error=False,
-            )
-            return 0
+            code = CLI(function, args=args[1:], prog=f"bertkit {args[0]}", exit_on_error=False)
+            return code if isinstance(code, int) else 0  # a command may return its exit code
         if args[0] in LIGHTNING_COMMANDS:
             require_recipe(args[0], args[1:])
         load_modules(recipe_plugins(args))

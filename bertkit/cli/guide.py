@@ -96,12 +96,25 @@ def config_files(args: list[str]) -> list[str]:
     return option_values(args, "--config", "-c")
 
 
-class _UniqueKeys(yaml.SafeLoader):
+class RecipeLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last
-    silently: a second ``trainer:`` block would drop the first)."""
+    silently: a second ``trainer:`` block would drop the first) and aliases (``*name``): a few
+    lines of nested aliases expand to gigabytes before anything can check them (the "billion
+    laughs"), and a recipe has no need of them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"an alias (*{event.anchor}): recipes do not expand aliases; write the value out",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)
 
 
-def _mapping_once(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+def _mapping_once(loader: RecipeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     first: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
@@ -113,7 +126,29 @@ def _mapping_once(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = Fals
     return loader.construct_mapping(node, deep)
 
 
-_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
+RecipeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_once)
+
+
+def load_yaml(path: Path) -> Any:
+    """The YAML value of ``path`` (a recipe or a search space), read by ``RecipeLoader``.
+
+    Raises:
+        ValueError: not UTF-8 (a UTF-16 file …), not YAML, a key given twice or an alias (file
+            and line).
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        encoding = " (UTF-16: save it as UTF-8)" if path.read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ValueError(
+            f"{path}: not UTF-8 text{encoding} (byte 0x{err.object[err.start]:02x} at {err.start})"
+        ) from None
+    try:
+        return yaml.load(text, Loader=RecipeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ValueError(f"{path}{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
 
 
 def read_recipe(name: str) -> dict[str, Any]:
@@ -121,18 +156,12 @@ def read_recipe(name: str) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: not YAML, a key given twice in one mapping (file and line), or not a
-            mapping at the top level.
+        ValueError: as ``load_yaml``, or not a mapping at the top level.
     """
     path = Path(name)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: config file not found")
-    try:
-        config = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeys) or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise ValueError(f"{path}{where}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    config = load_yaml(path) or {}
     if not isinstance(config, dict):
         raise ValueError(f"{path}: expected a YAML mapping at the top level")
     return config

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from bertkit.training.checkpoints import (
 from bertkit.training.module import BertModule
 from bertkit.training.progress import console_callbacks
 from bertkit.training.run_folder import claim, place_outputs, release_all, write_scores
-from bertkit.training.summary import fit_summary
+from bertkit.training.summary import fit_summary, options
 
 
 class BertkitCLI(LightningCLI):
@@ -192,7 +191,7 @@ class BertkitCLI(LightningCLI):
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
-            print(fit_summary(self.trainer, config_files(self.recipe_args)), flush=True)
+            print(fit_summary(self.trainer, self.recipe_args[1:]), flush=True)
 
 
 class Interrupted(Exception):
@@ -204,12 +203,8 @@ class Interrupted(Exception):
         lines = [f"bertkit: stopped by {what} at step {trainer.global_step}"]
         if last is not None and trainer.state.fn == "fit":
             step = load_checkpoint(last, mmap=True).get("global_step")
-            kept = [
-                a for i, a in enumerate(args) if not a.startswith("--ckpt_path") and args[i - 1 : i] != ["--ckpt_path"]
-            ]
-            resume = " ".join(shlex.quote(a) for a in kept)
             lines.append(f"  last checkpoint (step {step}): {last}")
-            lines.append(f"  resume: bertkit {resume} --ckpt_path last")
+            lines.append(f"  resume: bertkit {args[0]} {options(args[1:])} --ckpt_path last")
         super().__init__("\n".join(lines))
         self.code = code
 

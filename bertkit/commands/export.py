@@ -19,7 +19,9 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
 
     Args:
         checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
-        output: the directory to write (files in it are replaced atomically).
+        output: the directory to write: the export is written into a new folder beside it, which
+            then replaces it whole (an earlier export there is removed; a folder that is not a
+            model folder is refused).
         onnx: also write ``model.onnx`` (needs ``pip install 'bertkit[onnx]'``); unset: when
             the onnx extra is installed and the head has logits to export.
         int8: also write ``model.int8.onnx``, its weights quantized to int8 (ONNX Runtime's
@@ -30,25 +32,28 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     from bertkit.inference.predictor import save_serving_config
     from bertkit.training.checkpoints import load_checkpoint
     from bertkit.training.module import BertModule
+    from bertkit.utils.io import atomic_dir
 
     model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
-    architecture = model.save_pretrained(output)
-    if architecture != model.encoder.config.to_dict()["architectures"][0]:  # the task layers are in: servable
-        stored = load_checkpoint(checkpoint, mmap=True).get("datamodule_hyper_parameters") or {}
-        save_serving_config(model, output, int(stored.get("max_length", 128)))
-    print(f"wrote {output} ({architecture})")
-    if onnx is None:
-        if not model.head.onnx_outputs:
-            return
-        if not int8 and (find_spec("onnxruntime") is None or find_spec("onnxscript") is None):
+    if onnx is None and model.head.onnx_outputs:
+        onnx = int8 or (find_spec("onnxruntime") is not None and find_spec("onnxscript") is not None)
+        if not onnx:
             print("no model.onnx: the onnx extra is not installed (pip install 'bertkit[onnx]'; --onnx false skips it)")
-            return
-        onnx = True
     if int8 and not onnx:
         raise ValueError("--int8 true quantizes model.onnx: it needs --onnx true (or unset)")
-    if onnx:
-        worst = export_onnx(model, Path(output) / "model.onnx")
-        print(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")
-    if int8:
-        before, after = quantize_onnx(Path(output) / "model.onnx", Path(output) / "model.int8.onnx")
-        print(f"wrote {Path(output) / 'model.int8.onnx'} ({after / 1e6:.1f} MB; model.onnx {before / 1e6:.1f} MB)")
+    written = []
+    with atomic_dir(output) as folder:  # the folder holds this export alone, or the one before it
+        architecture = model.save_pretrained(folder)
+        if architecture != model.encoder.config.to_dict()["architectures"][0]:  # the task layers are in: servable
+            stored = load_checkpoint(checkpoint, mmap=True).get("datamodule_hyper_parameters") or {}
+            save_serving_config(model, folder, int(stored.get("max_length", 128)))
+        written.append(f"wrote {output} ({architecture})")
+        if onnx:
+            worst = export_onnx(model, folder / "model.onnx")
+            written.append(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")
+        if int8:
+            before, after = quantize_onnx(folder / "model.onnx", folder / "model.int8.onnx")
+            written.append(
+                f"wrote {Path(output) / 'model.int8.onnx'} ({after / 1e6:.1f} MB; model.onnx {before / 1e6:.1f} MB)"
+            )
+    print("\n".join(written))

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from importlib.util import find_spec
+from pathlib import Path
 
 from bertkit.utils.choices import Backend, Precision
 
@@ -21,10 +23,12 @@ def serve(
     accelerator: str = "auto",
     workers: int = 1,
     max_tokens: int = 1024,
+    max_request_tokens: int = 16384,
     max_batch_size: int = 8,
     batch_timeout: float = 0.01,
     timeout: float = 30.0,
     api_key: str | None = None,
+    api_key_file: str | None = None,
     embed: bool = True,
     compile: bool = False,
     bf16: bool = False,
@@ -45,10 +49,17 @@ def serve(
         accelerator: ``auto``, ``cpu`` or ``cuda``.
         workers: model processes per route and device.
         max_tokens: tokens per forward pass, padding included (windows sorted by length).
+        max_request_tokens: the most tokens one request's inputs may make, all windows together
+            (a request over it is answered 413 before it reaches the model, which it would
+            otherwise hold while the requests behind it wait).
         max_batch_size: requests run together in one model call (1: one at a time).
         batch_timeout: seconds the first request of a batch waits for others to join it.
         timeout: seconds a request may wait before a 504.
-        api_key: require this value in every request's ``X-API-Key`` header.
+        api_key: require this value in every request's ``X-API-Key`` header (every route but
+            ``/`` and ``/health``, ``/docs`` and ``/openapi.json`` included). A value given here
+            is visible to other users in ``ps``: prefer ``--api_key_file`` or the
+            ``BERTKIT_API_KEY`` environment variable.
+        api_key_file: a file holding the API key (its first line).
         embed: serve ``/embed`` (torch backend): a second model process, about 0.5 GB more.
         compile: compile the encoder's blocks (``Predictor.compile``; torch backend): the first
             requests wait while it compiles; the Results page measures what it gains.
@@ -60,8 +71,7 @@ def serve(
     """
     if find_spec("litserve") is None:
         raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
-    if api_key:
-        os.environ["LIT_SERVER_API_KEY"] = api_key  # LitServe reads it when it is imported
+    api_key = _api_key(api_key, api_key_file)
     if backend != "torch" and embed:
         log.warning(
             "no /embed on the %s backend: its graph ends in the head's logits (--backend torch serves it)", backend
@@ -81,9 +91,49 @@ def serve(
         if torch.cuda.is_available():
             log.warning("--int8 true runs on the CPU: the GPU stays unused (--bf16 true serves on it)")
         accelerator = "cpu"
+    _check_port(host, port)
     from bertkit.commands.serving import Batching, server  # imports LitServe: after the checks above
 
-    batching = Batching(max_tokens, max_batch_size, batch_timeout)
-    server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision).run(
+    batching = Batching(max_tokens, max_batch_size, batch_timeout, max_request_tokens)
+    server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision, api_key).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )
+
+
+def _api_key(given: str | None, file: str | None) -> str | None:
+    """The API key: ``--api_key`` (with a warning), ``--api_key_file``'s first line or
+    ``BERTKIT_API_KEY``; None without one.
+
+    Raises:
+        ValueError: both options, an unreadable or empty key file.
+    """
+    if given and file:
+        raise ValueError("--api_key and --api_key_file: give one")
+    if given:
+        log.warning(
+            "--api_key on the command line is visible to other users in ps: use --api_key_file or BERTKIT_API_KEY"
+        )
+        return given
+    if file:
+        try:
+            key = Path(file).read_text(encoding="utf-8").partition("\n")[0].strip()
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"--api_key_file {file}: cannot read it ({err})") from None
+        if not key:
+            raise ValueError(f"--api_key_file {file}: the file's first line is empty")
+        return key
+    return os.environ.get("BERTKIT_API_KEY") or None
+
+
+def _check_port(host: str, port: int) -> None:
+    """Raises ValueError when ``host:port`` cannot be listened on (in use, or not this machine's),
+    before minutes go into loading the model."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise ValueError(
+                f"--host {host} --port {port}: cannot listen there ({err.strerror}); choose another --port"
+            ) from None

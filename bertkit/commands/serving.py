@@ -19,21 +19,24 @@ cut by a token budget. SIGTERM drains the requests in flight, then the server ex
 from __future__ import annotations
 
 import dataclasses
-import json
+import hmac
+import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import litserve as ls
 import torch
 from fastapi import HTTPException
+from pydantic import Field
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from bertkit.inference.predictor import MAX_TOKENS, Predictor, check_texts
+from bertkit.inference.predictor import MAX_TOKENS, Featurized, Predictor, check_texts
 from bertkit.utils.choices import Backend, Precision
+from bertkit.utils.schema import Schema, Text, parse, parse_json
 
 MAX_INPUTS = 256
 """Most inputs in one request."""
@@ -42,53 +45,86 @@ MAX_BODY = 1_000_000
 
 
 class JSONBodies(BaseHTTPMiddleware):
-    """A POST body must be UTF-8 JSON of at most ``MAX_BODY`` bytes sent as ``application/json``:
-    else 415, 413 or 400 with what was expected (LitServe would answer 500 or parse a form)."""
+    """A POST body must be UTF-8 JSON (``parse_json``) of at most ``MAX_BODY`` bytes sent as
+    ``application/json``: else 415, 413 or 400 with what was expected (LitServe would answer 500
+    or parse a form). The body is read as it streams and refused as soon as it passes the limit
+    (a chunked body has no ``Content-Length`` to check first)."""
 
     async def dispatch(self, request: Request, call_next: Any) -> Response:
         if request.method == "POST":
             kind = request.headers.get("content-type", "").split(";")[0].strip()
             if kind != "application/json":
                 return JSONResponse({"detail": f"Content-Type {kind or 'none'}: expected application/json"}, 415)
-            body = await request.body()
-            if len(body) > MAX_BODY:
-                return JSONResponse({"detail": f"request body of {len(body):,} bytes: at most {MAX_BODY:,}"}, 413)
+            declared = request.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_BODY:
+                return JSONResponse({"detail": f"request body of {int(declared):,} bytes: at most {MAX_BODY:,}"}, 413)
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY:
+                    return JSONResponse({"detail": f"request body of more than {MAX_BODY:,} bytes: at most that"}, 413)
+                chunks.append(chunk)
+            body = b"".join(chunks)
             try:
-                json.loads(body)
-            except ValueError as err:  # invalid JSON or not UTF-8
-                return JSONResponse({"detail": f"the request body is not UTF-8 JSON ({err})"}, 400)
+                parse_json(body, "the request body")
+            except ValueError as err:  # not UTF-8, not JSON, NaN, a key twice, nested too deep
+                return JSONResponse({"detail": str(err)}, 400)
+            request._body = body  # what Starlette's Request.body() caches: the app downstream reads it
         return await call_next(request)
 
 
-def request_inputs(request: Any, texts_only: bool = False) -> list[Any]:
-    """``request["inputs"]`` as a list of texts or records.
+class APIKey(BaseHTTPMiddleware):
+    """Every route but ``OPEN`` answers 401 unless the request's ``X-API-Key`` header holds the
+    key (compared in constant time); ``/docs`` and ``/openapi.json`` describe the server, so
+    they are closed too."""
 
-    Raises:
-        HTTPException 422: no ``inputs``, a wrong type, none or more than ``MAX_INPUTS`` inputs.
-    """
-    if not isinstance(request, dict) or "inputs" not in request:
-        raise HTTPException(422, 'the request body must be a JSON object with "inputs"')
-    inputs = request["inputs"]
-    inputs = inputs if isinstance(inputs, list) else [inputs]
-    kinds = (str,) if texts_only else (str, dict)
-    wrong = next((i for i, x in enumerate(inputs) if not isinstance(x, kinds)), None)
-    if wrong is not None:
-        expected = "a string" if texts_only else "a string or a JSON object"
-        raise HTTPException(422, f"inputs[{wrong}]: expected {expected}, got {type(inputs[wrong]).__name__}")
-    if not inputs or len(inputs) > MAX_INPUTS:
-        raise HTTPException(422, f"inputs: expected 1 to {MAX_INPUTS} inputs, got {len(inputs)}")
-    return inputs
+    OPEN = ("/", "/health")
+
+    def __init__(self, app: Any, key: str) -> None:
+        super().__init__(app)
+        self.key = key.encode("utf-8")
+
+    async def dispatch(self, request: Request, call_next: Any) -> Response:
+        given = request.headers.get("x-api-key", "").encode("utf-8")
+        if request.url.path not in self.OPEN and not hmac.compare_digest(given, self.key):
+            return JSONResponse({"detail": "a missing or wrong X-API-Key header"}, 401)
+        return await call_next(request)
+
+
+Inputs = Annotated[list[Text], Field(min_length=1, max_length=MAX_INPUTS)]
+Records = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=MAX_INPUTS)]
+
+
+class PredictRequest(Schema):
+    """``POST /predict``'s body: a text, a record, or a list of 1 to ``MAX_INPUTS`` of either."""
+
+    inputs: Text | dict[str, Any] | Inputs | Records
+
+    def listed(self) -> list[Any]:
+        return self.inputs if isinstance(self.inputs, list) else [self.inputs]
+
+
+class EmbedRequest(Schema):
+    """``POST /embed``'s body (text-embeddings-inference's): texts and whether to normalize."""
+
+    inputs: Text | Inputs
+    normalize: bool = True
+
+    def listed(self) -> list[str]:
+        return self.inputs if isinstance(self.inputs, list) else [self.inputs]
 
 
 @dataclasses.dataclass(frozen=True)
 class Batching:
     """How requests are run together: up to ``max_batch_size`` requests, the first waiting up to
     ``timeout`` seconds for others; their windows cut into forward passes of at most
-    ``max_tokens`` tokens, padding included (``Predictor``)."""
+    ``max_tokens`` tokens, padding included (``Predictor``); one request's windows may hold
+    ``max_request_tokens`` tokens at most."""
 
     max_tokens: int = MAX_TOKENS
     max_batch_size: int = 8
     timeout: float = 0.01
+    max_request_tokens: int = 16384
 
 
 @dataclasses.dataclass
@@ -111,6 +147,7 @@ class _ModelAPI(ls.LitAPI):
     ) -> None:
         super().__init__(api_path=self.route, max_batch_size=batching.max_batch_size, batch_timeout=batching.timeout)
         self.model, self.backend, self.max_tokens = model, backend, batching.max_tokens
+        self.max_request_tokens = batching.max_request_tokens
         self.compile, self.precision = compile, precision
 
     route = ""
@@ -123,6 +160,15 @@ class _ModelAPI(ls.LitAPI):
 
     def read(self, request: Any) -> Any:
         raise NotImplementedError
+
+    def check_work(self, tokens: int) -> None:
+        """Raises HTTPException 413 when a request's inputs make more than ``max_request_tokens``."""
+        if tokens > self.max_request_tokens:
+            raise HTTPException(
+                413,
+                f"inputs: {tokens:,} tokens (all windows): at most {self.max_request_tokens:,} per request "
+                "(bertkit serve --max_request_tokens); send long documents in several requests",
+            )
 
     def run(self, requests: list[Any]) -> list[Any]:
         """The outputs of decoded requests, one each."""
@@ -161,11 +207,14 @@ class PredictAPI(_ModelAPI):
 
     route = "/predict"
 
-    def read(self, request: Any) -> list[Any]:
-        return self.predictor.examples(request_inputs(request))
+    def read(self, request: Any) -> Featurized:
+        examples = self.predictor.examples(parse(PredictRequest, request, "the request body").listed())
+        featurized = self.predictor.featurize(examples)
+        self.check_work(featurized.tokens)
+        return featurized
 
-    def run(self, requests: list[list[Any]]) -> list[list[dict[str, Any]]]:
-        return self.predictor.predict_examples(requests)
+    def run(self, requests: list[Featurized]) -> list[list[dict[str, Any]]]:
+        return self.predictor.predict_featurized(requests)
 
 
 class EmbedAPI(_ModelAPI):
@@ -174,12 +223,11 @@ class EmbedAPI(_ModelAPI):
     route = "/embed"
 
     def read(self, request: Any) -> tuple[list[str], bool]:
-        texts = request_inputs(request, texts_only=True)
-        normalize = request.get("normalize", True)
-        if not isinstance(normalize, bool):
-            raise HTTPException(422, f"normalize: expected true or false, got {normalize!r}")
-        check_texts(texts)
-        return texts, normalize
+        body = parse(EmbedRequest, request, "the request body")
+        check_texts(body.listed())
+        encoded = self.predictor.tokenizer.encode_batch(body.listed(), max_length=self.predictor.max_length)
+        self.check_work(sum(len(e.input_ids) for e in encoded))  # as embed truncates them
+        return body.listed(), body.normalize
 
     def run(self, requests: list[tuple[list[str], bool]]) -> list[list[list[float]]]:
         vectors = iter(self.predictor.embed([t for texts, _ in requests for t in texts], normalize=False))
@@ -196,7 +244,12 @@ class DrainingServer(ls.LitServer):
     shutdown closes the workers' queues first, failing those requests)."""
 
     def run(self, *args: Any, **kwargs: Any) -> None:
+        main = os.getpid()
+
         def interrupt(signum: int, frame: Any) -> None:
+            if os.getpid() != main:  # a worker forked with this handler: uvicorn raises the signal again once drained
+                raise SystemExit(0)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # draining already: a second SIGTERM changes nothing
             raise KeyboardInterrupt
 
         previous = signal.signal(signal.SIGTERM, interrupt)
@@ -222,12 +275,13 @@ PAGE = Path(__file__).with_name("serve_page.html")
 def server(
     model: str, backend: Backend = "torch", accelerator: str = "auto", workers: int = 1,
     batching: Batching | None = None, timeout: float = 30.0, embed: bool = True, compile: bool = False,
-    precision: Precision = "fp32",
+    precision: Precision = "fp32", api_key: str | None = None,
 ) -> ls.LitServer:  # fmt: skip
     """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
     (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
     ``/embed`` on an ONNX backend, whose graph ends in the head's logits); the model is loaded
-    once here, so that one that cannot load stops start-up."""
+    once here, so that one that cannot load stops start-up; with ``api_key``, every route but the
+    page and ``/health`` needs it in ``X-API-Key`` (checked before a body is read)."""
     batching = batching or Batching()
     loaded = Predictor.load(model, batching.max_tokens, "cpu", backend)
     info = loaded.in_precision(precision).info()  # /info states the precision served
@@ -235,7 +289,7 @@ def server(
     apis = [api(model, backend, batching, compile, precision) for api in routes]
     lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
-        middlewares=[JSONBodies],
+        middlewares=[JSONBodies, *([(APIKey, {"key": api_key})] if api_key else [])],
     )  # fmt: skip
     page = PAGE.read_text(encoding="utf-8")
     routes = lit_server.app.router.routes

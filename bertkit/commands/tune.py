@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from importlib.util import find_spec
+
+from jsonargparse.typing import NonNegativeInt, PositiveInt
 
 from bertkit.utils.choices import Pruner
 
@@ -16,15 +19,15 @@ log = logging.getLogger(__name__)
 def tune(
     recipe: str | None = None,
     space: str | None = None,
-    trials: int = 20,
-    n_jobs: int = 1,
+    trials: PositiveInt = 20,
+    n_jobs: PositiveInt = 1,
     storage: str | None = None,
     study_name: str | None = None,
     pruner: Pruner = "median",
     seed: int = 0,
-    seeds: int = 0,
+    seeds: NonNegativeInt = 0,
     report: bool = False,
-) -> None:
+) -> int:
     """Search a recipe's hyper-parameters with Optuna (``pip install 'bertkit[tune]'``): each
     trial a run folder ``<default_root_dir>/trials/NNN``, the study in
     ``<default_root_dir>/tune/study.db`` (it resumes); at the end ``tune/best.yaml`` (``bertkit
@@ -37,13 +40,20 @@ def tune(
         trials: finished trials (complete, pruned or failed) the study should hold.
         n_jobs: trials run at once on this machine (each a process with cores / n_jobs threads).
         storage: an SQLAlchemy URL for the study (default: SQLite in the run folder); workers on
-            several machines share one study through one database URL.
+            several machines share one study through one database URL. Its password is never
+            printed nor passed on a command line (trials read the study from their environment);
+            ``BERTKIT_TUNE_STORAGE`` gives the URL without putting it in ``ps`` either.
         study_name: the study's name in the storage (default: the recipe's file name).
         pruner: median, successive_halving or none: stop unpromising trials at a validation.
         seed: seed of the sampler (TPE).
         seeds: then run the best parameters and the recipe's defaults with seeds 1..N (mean ± SD).
         report: only write the results of the study so far (no new trials).
+
+    Returns:
+        The exit code: 0, or 1 when the study holds no completed trial (every one failed or
+        was pruned; ``tune/trials.csv`` says why).
     """
+    storage = storage or os.environ.get("BERTKIT_TUNE_STORAGE") or None
     if recipe is None or space is None:
         raise ValueError("bertkit tune: give the recipe and the space: --config RECIPE --space SPACE.yaml")
     if find_spec("optuna") is None:
@@ -52,6 +62,10 @@ def tune(
 
     summary = run(recipe, space, trials, n_jobs, storage, study_name, pruner, seed, seeds, report)
     print(json.dumps(summary, indent=2, default=str))
+    if "best_params" not in summary:
+        log.error("no trial completed (%s): see tune/trials.csv for why each failed", summary["trials"])
+        return 1
+    return 0
 
 
 tune.config_argument = "recipe"  # type: ignore[attr-defined]  # --config names the recipe, as for fit

@@ -42,8 +42,10 @@ from typing import Any
 import optuna
 import pytorch_lightning as pl
 import yaml
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from bertkit.cli.guide import load_yaml
 from bertkit.training.checkpoints import load_checkpoint
 from bertkit.utils.choices import Pruner
 from bertkit.utils.io import atomic_path
@@ -51,6 +53,8 @@ from bertkit.utils.io import atomic_path
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats are "experimental"
 
 HEARTBEAT = (30, 90)  # seconds between a trial's heartbeats; seconds without one before it is stale
+JOB_ENV = "BERTKIT_TUNE_JOB"
+"""The environment variable that gives a trial process its job (the study's storage URL among it)."""
 NOT_LOGGED = 3  # a trial process's exit code when the recipe does not log its monitored score
 
 
@@ -92,10 +96,7 @@ def read_space(path: str | Path, keys: set[str]) -> list[Param]:
             recipe key); a malformed range (names the file and key, and what was expected).
     """
     path = Path(path)
-    try:
-        space = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    space = load_yaml(path)
     if not isinstance(space, dict) or not space:
         raise ValueError(f"{path}: expected a mapping of recipe keys to ranges or choices")
     params = []
@@ -155,7 +156,26 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
         )  # fmt: skip
     except (SQLAlchemyError, ImportError, ValueError) as err:  # a bad URL, a missing driver, no server
-        raise ValueError(f"--storage {url}: cannot be opened ({type(err).__name__}: {err})") from None
+        raise ValueError(
+            f"--storage {shown(url)}: cannot be opened ({type(err).__name__}: {masked(err, url)})"
+        ) from None
+
+
+def shown(url: str) -> str:
+    """A storage URL with its password replaced by ``***`` (SQLAlchemy's ``hide_password``)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:  # not a URL SQLAlchemy reads: nothing it could take for a password
+        return url
+
+
+def masked(err: BaseException, url: str) -> str:
+    """``err``'s message with the URL's password, wherever it appears, replaced by ``***``."""
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        password = None
+    return str(err).replace(str(password), "***") if password else str(err)
 
 
 class ObjectiveNotLogged(ValueError):
@@ -231,10 +251,10 @@ def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_
     """
     folder.mkdir(parents=True, exist_ok=True)
     job = {"study": {**study.__dict__, "root": str(study.root)}, "overrides": overrides, "trial_id": trial_id}
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), JOB_ENV: json.dumps(job)}  # not argv: ps shows argv
     with open(folder / "trial.log", "w", encoding="utf-8") as log:
         code = subprocess.run(
-            [sys.executable, "-m", "bertkit.commands.tuning", json.dumps(job)], stdout=log, stderr=subprocess.STDOUT, env=env,
+            [sys.executable, "-m", "bertkit.commands.tuning"], stdout=log, stderr=subprocess.STDOUT, env=env,
             check=False, preexec_fn=_die_with_parent(),
         ).returncode  # fmt: skip
     lines = (folder / "trial.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()
@@ -433,7 +453,7 @@ def run(
     space = read_space(space_file, flat_keys(composed.config))
     del composed
     search = study.load() if report_only else optimize(study, space, trials, n_jobs, seed)
-    summary = {"study": study.name, "storage": study.storage, "objective": f"{study.direction} {study.monitor}"}
+    summary = {"study": study.name, "storage": shown(study.storage), "objective": f"{study.direction} {study.monitor}"}
     summary |= report(search, root / "tune")
     if seeds and "best_params" in summary and not report_only:
         fixed = search.user_attrs.get("fixed", {})
@@ -444,4 +464,4 @@ def run(
 
 
 if __name__ == "__main__":
-    fit_trial(json.loads(sys.argv[1]))
+    fit_trial(json.loads(os.environ[JOB_ENV]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -317,10 +318,19 @@ class BertDataModule(pl.LightningDataModule):
 
     def _read_file(self, split: str, name: str, task: str | None) -> list[Any]:
         reader, path = self._task(task), self._path(split, name, task)
-        if split == "predict" and self._as_text(path):
-            examples = reader.read_text_lines(path, text_lines(path))
-        else:
-            examples = reader.read(path, labelled=split != "predict")
+        try:
+            if split == "predict" and self._as_text(path):
+                examples = reader.read_text_lines(path, text_lines(path))
+            else:
+                examples = reader.read(path, labelled=split != "predict")
+        except ValueError as err:
+            source = self.data_source(task)
+            shown = source.where(path) if isinstance(source, HFSplits) else None
+            if shown is None:
+                raise
+            # the data set and its row (line n of the cached JSON Lines is row n - 1), not the cache file
+            message = re.sub(re.escape(str(path)) + r":(\d+)", lambda m: f"{shown} row {int(m[1]) - 1}", str(err))
+            raise ValueError(message.replace(str(path), shown)) from None
         if task is not None:
             examples = [TaskExample(task, e) for e in examples]
         if not examples:

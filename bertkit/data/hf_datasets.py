@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bertkit.data.samples import cache_dir
 from bertkit.utils.io import atomic_path
+
+log = logging.getLogger(__name__)
 
 FILE_BUILDERS = {".parquet": "parquet", ".arrow": "arrow", ".json": "json", ".jsonl": "json", ".csv": "csv"}
 DEFAULT_SPLITS = {"train": "train", "validation": "validation", "test": "test", "predict": "test"}
@@ -34,18 +37,28 @@ class HFSplits:
 
     def path(self, split: str, name: str, field: str) -> Path:
         """The file for bertkit's ``split`` whose recipe setting is ``name``: the data set's split of
-        that name, else the split named like bertkit's (``validation`` for any validation file).
+        that name; for a file name (a recipe's ``eng.testa``, with a suffix or a folder), the split
+        named like bertkit's (``validation`` for any validation file), with a warning.
 
         Raises:
-            FileNotFoundError: neither exists; the message lists the data set's splits.
+            FileNotFoundError: no such split (a misspelt one is never replaced by another); the
+                message lists the data set's splits.
         """
-        for wanted in (name, DEFAULT_SPLITS[split]):
-            if wanted in self.files:
-                return self.files[wanted]
+        if name in self.files:
+            return self.files[name]
+        default = DEFAULT_SPLITS[split]
+        if ("." in name or "/" in name) and default in self.files:
+            log.warning("%s.%s_file=%r is a file name: %s's split %r is read", field, split, name, self.spec, default)
+            return self.files[default]
         raise FileNotFoundError(
-            f"{field}.{split}_file={name!r}: {self.spec} has no split {name!r} or {DEFAULT_SPLITS[split]!r} "
-            f"(its splits: {', '.join(self.files)}); name one of them, or null for none"
+            f"{field}.{split}_file={name!r}: {self.spec} has no split {name!r} (its splits: "
+            f"{', '.join(self.files)}); name one of them, or null for none"
         )
+
+    def where(self, path: Path) -> str | None:
+        """How errors name the cached file ``path``: ``SPEC[SPLIT]``; None for another file."""
+        split = next((s for s, p in self.files.items() if p == path), None)
+        return None if split is None else f"{self.spec}[{split}]"
 
 
 def load_splits(spec: str, config: str | None = None) -> HFSplits:

@@ -299,22 +299,28 @@ class Predictor:
         """
         return self.predict_examples([self.examples(inputs)])[0]
 
-    @torch.inference_mode()
+    def featurize(self, examples: list[Any]) -> Featurized:
+        """The task's features of ``examples`` (windows of long ones), ready for ``predict_featurized``;
+        ``Featurized.tokens`` says how much work they are."""
+        return Featurized(examples, list(self.task.featurize(examples, self.tokenizer, self.max_length)))
+
     def predict_examples(self, groups: list[list[Any]]) -> list[list[dict[str, Any]]]:
-        """The records of each group of the task's examples (from ``examples``). Each group is
-        featurized on its own, so no group is another's context (the requests ``bertkit serve``
-        runs together); their features are batched together, longest first, within
-        ``max_tokens``."""
+        """The records of each group of the task's examples (from ``examples``); see
+        ``predict_featurized``."""
+        return self.predict_featurized([self.featurize(examples) for examples in groups])
+
+    @torch.inference_mode()
+    def predict_featurized(self, groups: list[Featurized]) -> list[list[dict[str, Any]]]:
+        """The records of each group of featurized examples. Each group was featurized on its own,
+        so no group is another's context (the requests ``bertkit serve`` runs together); their
+        features are batched together, longest first, within ``max_tokens``."""
         task, tokenizer, device = self.task, self.tokenizer, self.device
         features: list[dict[str, Any]] = []
         starts = [0]
-        for examples in groups:  # example_index counts over all groups
+        for group in groups:  # example_index counts over all groups
             offset = starts[-1]
-            features += [
-                {**f, "example_index": f["example_index"] + offset}
-                for f in task.featurize(examples, tokenizer, self.max_length)
-            ]
-            starts.append(offset + len(examples))
+            features += [{**f, "example_index": f["example_index"] + offset} for f in group.features]
+            starts.append(offset + len(group.examples))
         lengths = [len(f["input_ids"]) for f in features]
         longest_first = sorted(range(len(features)), key=lambda i: -lengths[i])
         predictions: list[dict[str, Any]] = []  # they name their example: format_predictions joins them
@@ -323,13 +329,13 @@ class Predictor:
             batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
             predictions += predict_batch(task, self.head, self.forward(batch), batch)
         records = []
-        for examples, (start, end) in zip(groups, itertools.pairwise(starts), strict=True):
+        for group, (start, end) in zip(groups, itertools.pairwise(starts), strict=True):
             own = [
                 {**p, "example_index": p["example_index"] - start}
                 for p in predictions
                 if start <= p["example_index"] < end
             ]
-            records.append(task.format_predictions(examples, own))
+            records.append(task.format_predictions(group.examples, own))
         return records
 
     @torch.inference_mode()
@@ -356,6 +362,19 @@ class Predictor:
 def _as_float(value: Any) -> Any:
     """A floating-point tensor as float32; anything else as it is."""
     return value.float() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+@dataclasses.dataclass(frozen=True)
+class Featurized:
+    """A group of a task's examples and their features (``Predictor.featurize``)."""
+
+    examples: list[Any]
+    features: list[dict[str, Any]]
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of all the features (windows), special tokens included: the work they are."""
+        return sum(len(f["input_ids"]) for f in self.features)
 
 
 def check_texts(texts: list[str]) -> None:

@@ -7,12 +7,14 @@ google-research/bert README) for tiny/mini/small/medium and Devlin et al. 2019 Â
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from bertkit.utils.choices import check_choice
 from bertkit.utils.io import read_json
+from bertkit.utils.schema import parse
 
 # name -> (num_hidden_layers, hidden_size); heads = hidden/64, intermediate = 4 * hidden.
 Preset = Literal["tiny", "mini", "small", "medium", "base", "large"]
@@ -24,6 +26,18 @@ PRESETS: dict[Preset, tuple[int, int]] = {
     "base": (12, 768),
     "large": (24, 1024),
 }
+
+
+def typed_fields(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """The entries of ``raw`` (a ``config.json``) that are fields of the dataclass ``cls``, each
+    checked against the field's type in strict mode (``bertkit.utils.schema.parse``).
+
+    Raises:
+        ValueError: ``where: FIELD: expected TYPE, got VALUE``.
+    """
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: parse(hints[k], v, f"{where}: {k}") for k, v in raw.items() if k in names}
 
 
 @dataclass
@@ -65,6 +79,10 @@ class BertConfig:
     (ModernBERT's ``head``: dense, activation, norm): a masked-LM head then adds only its decoder."""
 
     def __post_init__(self) -> None:
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+        small = next((n for n in (*sizes, "max_position_embeddings", "type_vocab_size") if getattr(self, n) < 1), None)
+        if small:
+            raise ValueError(f"{small} {getattr(self, small)}: must be at least 1")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be a multiple of "
@@ -98,16 +116,16 @@ class BertConfig:
 
         Raises:
             FileNotFoundError: no ``config.json`` in ``directory``.
-            ValueError: the file is not valid JSON, or uses a position embedding type other than
-                ``absolute``.
+            ValueError: the file is not valid JSON, a field's value is not of the field's type
+                (``"hidden_size": "384"``, ``true`` for a number: never converted), or uses a
+                position embedding type other than ``absolute``.
         """
         path = Path(directory) / "config.json"
         raw = read_json(path, "no config.json in the model directory")
         kind = raw.get("position_embedding_type", "absolute")
         if kind != "absolute":
             raise ValueError(f"{path}: position_embedding_type {kind!r} is not supported (absolute only)")
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in names})
+        return cls(**typed_fields(cls, raw, str(path)))
 
     @property
     def max_length(self) -> int:

@@ -64,11 +64,18 @@ class EncoderFamily:
 
         Raises:
             FileNotFoundError, ValueError: see ``BertConfig.from_pretrained`` and
-                ``bertkit.model.weights.load_encoder_weights`` (they name the file and keys).
+                ``bertkit.model.weights.load_encoder_weights`` (they name the file and keys); a
+                ``vocab_size`` smaller than the tokenizer's vocabulary.
         """
         encoder = cls.encoder_class(cls.config_class.from_pretrained(directory))
         load_encoder_weights(encoder, directory, cls.hf_prefix)
-        return encoder, cls.tokenizer_class.from_pretrained(directory)
+        tokenizer = cls.tokenizer_class.from_pretrained(directory)
+        if tokenizer.vocab_size > encoder.config.vocab_size:
+            raise ValueError(
+                f"{Path(directory) / 'config.json'}: vocab_size {encoder.config.vocab_size} is smaller than the "
+                f"tokenizer's {tokenizer.vocab_size} tokens: their ids would index past the embeddings"
+            )
+        return encoder, tokenizer
 
     @classmethod
     def fresh(cls, preset: Preset, tokenizer: BertTokenizer) -> nn.Module:

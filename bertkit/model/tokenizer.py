@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Encoding, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import Encoding, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
 from bertkit.utils.io import atomic_path, read_json, text_lines
@@ -42,6 +42,29 @@ ROLES: dict[str, tuple[str, ...]] = {
 }
 # Pre-tokenizers whose words never hold a space, so offsets need no trimming.
 _SPACE_FREE = (pre_tokenizers.BertPreTokenizer, pre_tokenizers.Whitespace, pre_tokenizers.WhitespaceSplit)
+
+CJK = (
+    "[\u4e00-\u9fff\u3400-\u4dbf\U00020000-\U0002a6df\U0002a700-\U0002b73f\U0002b740-\U0002b81f"
+    "\U0002b820-\U0002ceaf\uf900-\ufaff\U0002f800-\U0002fa1f]"
+)
+"""The CJK ideographs BERT's basic tokenizer makes words of their own (google-research/bert
+tokenization.py, ``_is_chinese_char``): CJK Unified Ideographs and their extensions A-E, and the
+compatibility ideographs (Hiragana, Katakana and Hangul are not among them: they are written
+with spaces or split by the WordPiece vocabulary)."""
+
+
+def split_words(text: str) -> list[tuple[str, tuple[int, int]]]:
+    """The words of plain text by BERT's basic-tokenizer rules (Devlin et al. 2019;
+    google-research/bert ``BasicTokenizer``): white space separates words, and each punctuation
+    character and each CJK ideograph (``CJK``) is a word of its own.
+
+    Returns:
+        ``(word, (start, end))`` per word, ``[start, end)`` character offsets into ``text``.
+    """
+    return _WORDS.pre_tokenize_str(text)
+
+
+_WORDS = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(CJK), "isolated"), pre_tokenizers.BertPreTokenizer()])
 
 
 @dataclass

@@ -35,14 +35,22 @@ def read_state_dict(directory: str | Path) -> tuple[dict[str, torch.Tensor], Pat
 
     Raises:
         FileNotFoundError: the directory holds neither weight file.
+        ValueError: the file cannot be read as weights: a truncated or corrupt file, or a
+            ``pytorch_model.bin`` holding pickled objects besides tensors (never run: read with
+            ``weights_only=True``); the message names the file.
     """
     directory = Path(directory)
     for name in WEIGHT_FILES:
         path = directory / name
         if path.is_file():
-            if name.endswith(".safetensors"):
-                return load_file(str(path)), path
-            return torch.load(path, map_location="cpu", weights_only=True), path
+            try:
+                if name.endswith(".safetensors"):
+                    return load_file(str(path)), path
+                return torch.load(path, map_location="cpu", weights_only=True), path
+            except Exception as err:  # safetensors', pickle's and torch's errors alike
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+                hint = "" if name.endswith(".safetensors") else "; convert it to model.safetensors where it was made"
+                raise ValueError(f"{path}: cannot be read as weights ({reason}){hint}") from None
     raise FileNotFoundError(f"{directory}: no weights found (expected one of {', '.join(WEIGHT_FILES)})")
 
 
@@ -63,8 +71,9 @@ def load_encoder_weights(
 
     Raises:
         FileNotFoundError: no weight file.
-        ValueError: a tensor's shape disagrees with ``config.json``, an encoder tensor is missing,
-            or the file has keys that belong to no BERT module; the message names them.
+        ValueError: the file cannot be read; a tensor's shape disagrees with ``config.json`` or
+            its dtype is not floating-point where the encoder's is, an encoder tensor is
+            missing, or the file has keys that belong to no BERT module; the message names them.
     """
     raw, path = read_state_dict(directory)
     own = encoder.state_dict()
@@ -86,6 +95,9 @@ def load_encoder_weights(
     ]
     if wrong:
         raise ValueError(f"{path}: weights do not match config.json: {_short(wrong, 4)}")
+    kinds = [f"{k} {v.dtype}" for k, v in state.items() if own[k].is_floating_point() and not v.is_floating_point()]
+    if kinds:  # load_state_dict would cast them to float silently
+        raise ValueError(f"{path}: weights that are not floating-point numbers: {_short(kinds, 4)}")
     missing = sorted(set(own) - set(state))
     optional = getattr(encoder, "optional_weights", ("pooler.",))
     if any(not k.startswith(optional) for k in missing):

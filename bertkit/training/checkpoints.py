@@ -123,10 +123,15 @@ def newest_last(checkpoint: LightningModelCheckpoint) -> Path | None:
 
 def recorded_best(checkpoint: LightningModelCheckpoint) -> str | None:
     """The newest ``best_model_path`` that a checkpoint in the folder records and that still
-    exists: a run without validation records none, so an earlier run's best is found."""
+    exists: a run without validation records none, so an earlier run's best is found. A file
+    ``load_checkpoint`` cannot read is passed over, with a warning naming it."""
     found = sorted(Path(checkpoint.dirpath or ".").glob("*.ckpt"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in found:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+        try:
+            state = load_checkpoint(path, mmap=True).get("callbacks", {})
+        except ValueError as err:
+            log.warning("%s", err)
+            continue
         for key, value in state.items():
             best = value.get("best_model_path") if key.startswith("ModelCheckpoint") else None
             if best and Path(best).is_file():

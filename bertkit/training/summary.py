@@ -26,8 +26,17 @@ def _score(value: object) -> str:
     return f"{float(value):.4f}" if value is not None else "n/a"
 
 
-def fit_summary(trainer: pl.Trainer, recipes: list[str]) -> str:
-    """The end-of-fit summary (writes the plots it names; see ``bertkit.training.plots``)."""
+def options(args: list[str]) -> str:
+    """A run's command-line options (``args`` after the command), shell-quoted, without
+    ``--ckpt_path``: what the next command needs to find the same run (every ``--config`` and
+    dotted override, ``--trainer.default_root_dir`` among them)."""
+    kept = [a for i, a in enumerate(args) if not a.startswith("--ckpt_path") and args[i - 1 : i] != ["--ckpt_path"]]
+    return " ".join(shlex.quote(a) for a in kept)
+
+
+def fit_summary(trainer: pl.Trainer, args: list[str]) -> str:
+    """The end-of-fit summary (writes the plots it names; see ``bertkit.training.plots``);
+    ``args`` are fit's options, repeated in the commands it suggests next."""
     lines = [f"\nbertkit fit: done after {trainer.current_epoch} epoch(s), {trainer.global_step} optimizer steps"]
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and checkpoint.monitor and checkpoint.best_model_path:
@@ -51,8 +60,8 @@ def fit_summary(trainer: pl.Trainer, recipes: list[str]) -> str:
             log.warning("could not write plots beside %s: %s", metrics, err)
             plots = []
         lines.append(f"  logs: {_relative(metrics.parent)} (metrics.csv{''.join(', ' + p for p in plots)})")
-    if recipes:
-        config = " ".join(f"--config {shlex.quote(r)}" for r in recipes)
+    if args:
+        config = options(args)
         best = "best" if checkpoint is not None and checkpoint.best_model_path else "last"
         lines += [
             f"  next: bertkit test {config} --ckpt_path {best}",

@@ -3,13 +3,17 @@ name) and UTF-8 text reading whose errors name the file and line."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from bertkit.utils.schema import parse_json
 
 BOM = "\ufeff"
 
@@ -18,7 +22,8 @@ BOM = "\ufeff"
 def atomic_path(target: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success it replaces ``target`` in one rename.
 
-    On an exception the temporary file is removed and ``target`` is left as it was.
+    On an exception the temporary file is removed and ``target`` is left as it was; a full disk
+    is an ``OSError`` naming ``target``.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -26,12 +31,75 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(name)
     try:
-        yield tmp
-        if tmp.is_file():  # mkstemp makes 0600: give the file the permissions open() would
-            tmp.chmod(0o666 & ~_umask())
+        with _full_disk(target):
+            yield tmp
+        if tmp.is_file():  # mkstemp makes 0600: the replaced file's permissions, else those open() gives
+            tmp.chmod(_mode(target, 0o666))
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _full_disk(target: Path) -> Iterator[None]:
+    """A write that fails for want of space (``ENOSPC``, ``EDQUOT``, or ``torch.save``'s
+    ``RuntimeError: ... file write failed``) raised again as one ``OSError`` naming ``target``."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise OSError(err.errno, f"{target}: not written ({os.strerror(err.errno)}); it was left as it was") from None
+    except RuntimeError as err:
+        if "write failed" not in str(err):
+            raise
+        raise OSError(
+            errno.ENOSPC,
+            f"{target}: not written ({str(err).splitlines()[0]}: is the disk full?); it was left as it was",
+        ) from None
+
+
+@contextmanager
+def atomic_dir(target: str | Path) -> Iterator[Path]:
+    """Yield a new empty folder beside ``target``; on success it takes ``target``'s place (an
+    existing ``target`` is moved aside, then removed), so that ``target`` never mixes files of two
+    writes (an old ``model.onnx`` beside new weights). On an exception the new folder is removed
+    and ``target`` is left as it was.
+
+    Raises:
+        ValueError: ``target`` is a file, or a folder that is neither empty nor a model folder
+            (no ``config.json``): it is not replaced (nothing of the user's is deleted).
+    """
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"{target}: a file, not a folder; choose another output")
+    if target.is_dir() and any(target.iterdir()) and not (target / "config.json").is_file():
+        held = sorted(p.name for p in target.iterdir())[:5]
+        raise ValueError(f"{target}: a folder that is not a model folder (it holds {held}); choose a new folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        with _full_disk(target):
+            yield tmp
+        tmp.chmod(_mode(target, 0o777))
+        old = None
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.replace(target, old / target.name)
+        os.replace(tmp, target)
+        if old is not None:
+            shutil.rmtree(old)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _mode(target: Path, default: int) -> int:
+    """The permission bits of ``target`` if it exists (a replaced output keeps them, never wider),
+    else ``default`` less the umask."""
+    try:
+        return target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return default & ~_umask()
 
 
 def _umask() -> int:
@@ -99,17 +167,14 @@ def json_lines(path: str | Path) -> Iterator[tuple[str, Any]]:
     """``(file:line, value)`` for each non-blank line of a JSON Lines file, as read.
 
     Raises:
-        FileNotFoundError, ValueError: as ``text_lines``; a line that is not valid JSON (names
-            file and line).
+        FileNotFoundError, ValueError: as ``text_lines``; a line that is not JSON as
+            ``parse_json`` reads it (names file and line).
     """
     for number, line in text_lines(path):
         if not line.strip():
             continue
         where = f"{path}:{number}"
-        try:
-            yield where, json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{where}: not valid JSON ({err.msg})") from None
+        yield where, parse_json(line, where)
 
 
 def read_json(path: str | Path, missing: str) -> Any:
@@ -117,12 +182,9 @@ def read_json(path: str | Path, missing: str) -> Any:
 
     Raises:
         FileNotFoundError: no such file; the message is ``path: missing``.
-        ValueError: not valid JSON (names the file and the position).
+        ValueError: not JSON as ``parse_json`` reads it (names the file and the position).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: {missing}")
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from err
+    return parse_json(read_text(path), str(path), whole_file=True)

@@ -46,6 +46,7 @@ from bertkit.api import (
     first_tokens,
     read_json,
     renamed,
+    typed_fields,
     varlen_attention,
 )
 
@@ -136,8 +137,7 @@ class ModernBertConfig(BertConfig):
             if types != [("sliding_attention", "full_attention")[i % every == 0] for i in range(len(types))]:
                 raise ValueError(f"{path}: layer_types {types} are not a global layer every n layers")
             raw["global_attn_every_n_layers"] = every
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in raw.items() if k in names})
+        return cls(**typed_fields(cls, raw, str(path)))
 
     def layer_is_global(self, index: int) -> bool:
         return index % self.global_attn_every_n_layers == 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bertkit.api import check_choice, json_lines, text_lines
+from bertkit.api import Text, check_choice, json_lines, parse, text_lines
 
 Quoting = Literal["minimal", "multiline", "none"]
 QUOTING = {"minimal": csv.QUOTE_MINIMAL, "multiline": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}
@@ -130,22 +130,26 @@ def _rows(reader: Any, path: Path) -> Any:
 
 
 def read_jsonl(path: Path, text_field: str, text_pair_field: str | None, label_field: str | None) -> list[Example]:
-    """Read JSON Lines: one object per line with the given field names.
+    """Read JSON Lines: one object per line with the given field names; the texts must be JSON
+    strings (a number is not converted), the label is kept as read (``SequenceClassification``
+    checks its type).
 
     Raises:
-        ValueError: a line that is not a JSON object, or lacks a field (names file and line).
+        ValueError: a line that is not a JSON object, lacks a field or holds a text that is not a
+            string (names file, line and field).
     """
     examples = []
     for where, record in json_lines(path):
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        record = parse(dict[str, Any], record, where)
         for role, field in (("text", text_field), ("text pair", text_pair_field), ("label", label_field)):
             if field is not None and field not in record:
                 raise ValueError(f"{where}: no {role} field {field!r}; the object has {sorted(record)}")
         examples.append(
             Example(
-                str(record[text_field]),
-                None if text_pair_field is None else str(record[text_pair_field]),
+                parse(Text, record[text_field], f"{where}: {text_field}"),
+                None
+                if text_pair_field is None
+                else parse(Text, record[text_pair_field], f"{where}: {text_pair_field}"),
                 None if label_field is None else record[label_field],
                 where,
             )

@@ -9,10 +9,11 @@ truncated longest-first; the head (``PooledClassificationHead``) is the pooled `
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 from bertkit_plugins.sequence_classification.readers import (
@@ -25,6 +26,7 @@ from bertkit_plugins.sequence_classification.readers import (
     read_table,
 )
 from bertkit_plugins.sequence_classification.sample import tables
+from pydantic import Field
 
 from bertkit.api import (
     Batch,
@@ -32,15 +34,45 @@ from bertkit.api import (
     BertTokenizer,
     Feature,
     Head,
+    NonBlank,
     Task,
+    Text,
     check_choice,
     deprecated_alias,
+    parse,
     sample_files,
 )
 
 ProblemType = Literal["single_label", "multi_label", "regression"]
 Pooling = Literal["cls", "mean"]
 FileFormat = Literal["auto", "tsv", "csv", "jsonl"]
+
+
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+"""A decimal number as a table's regression label (``float()`` would also take ``1_000``, ``nan``,
+``infinity``)."""
+
+JSON_LABELS = {
+    "single_label": NonBlank | int,
+    "multi_label": list[NonBlank] | list[int] | Text,
+    "regression": float,
+}
+"""What a JSON Lines label must be, per problem type: a label string or integer (never a boolean
+or a fraction); a list of them or a string of separated labels; a number."""
+
+
+CLASS_WEIGHTS = list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | Literal["balanced"] | None
+"""``class_weights``: ``balanced``, or a finite weight of at least 0 per label."""
+UNIT = Annotated[float, Field(gt=0, lt=1)]
+"""A probability strictly between 0 and 1 (``threshold``)."""
+
+
+def _json_kind(label: Any) -> str:
+    """``an integer``, ``a number``, ``a string`` or ``a list of`` those, for a label as read."""
+    if isinstance(label, list):
+        kinds = sorted({_json_kind(x).split(" ", 1)[1] + "s" for x in label})
+        return f"a list of {' and '.join(kinds)}" if kinds else "an empty list"
+    return {int: "an integer", float: "a number", str: "a string"}.get(type(label), type(label).__name__)
 
 
 def _label_order(labels: set[str]) -> list[str]:
@@ -117,8 +149,12 @@ class SequenceClassification(Task):
             ("quoting", quoting, Quoting),
         ):
             check_choice(f"model.task.{name}", value, kind)
-        if isinstance(class_weights, str) and class_weights != "balanced":
-            raise ValueError(f"model.task.class_weights={class_weights!r}: expected balanced or a list of weights")
+        parse(CLASS_WEIGHTS, class_weights, "model.task.class_weights")
+        if isinstance(class_weights, list) and not any(class_weights):
+            raise ValueError(
+                f"model.task.class_weights={class_weights!r}: every weight is 0 (nothing would be learned)"
+            )
+        parse(UNIT, threshold, "model.task.threshold")
         if problem_type == "regression" and class_weights is not None:
             raise ValueError("model.task.class_weights: not used by regression; remove it")
         if labels is not None and len(set(labels)) != len(labels):
@@ -192,27 +228,34 @@ class SequenceClassification(Task):
         return labels.index("1") if "1" in labels else 1
 
     # ----- data -----
-    def _parse_label(self, raw: Any, source: str) -> Any:
+    def _parse_label(self, raw: Any, source: str, json: bool) -> Any:
+        """A label as the problem type declares it: from a table, text (a regression label is a
+        decimal number); from JSON Lines, a value of ``JSON_LABELS``' type (never converted)."""
         hp = self.hparams
+        if json:
+            raw = parse(JSON_LABELS[hp.problem_type], raw, f"{source}: {hp.label_column}")
         if hp.problem_type == "regression":
-            try:
-                value = float(raw)
-            except (TypeError, ValueError):
-                raise ValueError(f"{source}: label {raw!r} is not a number (problem_type: regression)") from None
+            if isinstance(raw, str) and not NUMBER.fullmatch(raw.strip()):
+                raise ValueError(f"{source}: label {raw!r} is not a decimal number (problem_type: regression)")
+            value = float(raw)
             if not math.isfinite(value):
                 raise ValueError(f"{source}: label {raw!r} is not a finite number (problem_type: regression)")
             return value
         if hp.problem_type == "multi_label":
             if isinstance(raw, list):
                 return [str(x).strip() for x in raw]
-            return [x.strip() for x in str(raw).split(hp.label_separator) if x.strip()]
-        if isinstance(raw, float) and raw.is_integer():
-            raw = int(raw)
-        if isinstance(raw, (list, dict)) or raw is None:
-            raise ValueError(f"{source}: label {raw!r} is not a single label (problem_type: single_label)")
+            return [x.strip() for x in raw.split(hp.label_separator) if x.strip()]
+        if not str(raw).strip():
+            raise ValueError(f"{source}: an empty label (problem_type: single_label)")
         return str(raw).strip()
 
     def read(self, path: Path, labelled: bool = True) -> list[Example]:
+        """The examples of ``path`` (labels parsed by the problem type).
+
+        Raises:
+            ValueError: a label of the wrong type, or (JSON Lines) labels of one file with
+                different JSON types, such as ``1`` and ``"1"`` (names both lines).
+        """
         hp = self.hparams
         label_column = hp.label_column if labelled else None
         fmt = file_format(Path(path), hp.file_format)
@@ -227,8 +270,19 @@ class SequenceClassification(Task):
                 path, hp.text_column, self.pair_column, label_column, delimiter, hp.header, hp.quoting
             )
         if labelled:
+            first: dict[str, str] = {}
             for e in examples:
-                e.label = self._parse_label(e.label, e.source)
+                kind = _json_kind(e.label) if fmt == "jsonl" else "text"
+                e.label = self._parse_label(e.label, e.source, fmt == "jsonl")
+                if kind == "an empty list":  # a multi-label example without labels fits any list
+                    continue
+                first.setdefault(kind, e.source)
+                if len(first) > 1:
+                    other = next(k for k in first if k != kind)
+                    raise ValueError(
+                        f"{e.source}: {hp.label_column} is {kind}, but at {first[other]} it is {other}: the labels "
+                        'of one file must have one JSON type (1 and "1" would be one class, 1.0 and "1.0" two)'
+                    )
         return examples
 
     def sample_files(self) -> dict[str, Path] | None:

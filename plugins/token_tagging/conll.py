@@ -11,9 +11,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from bertkit.api import check_choice, json_lines, text_lines
+from bertkit.api import NonBlank, Text, check_choice, json_lines, parse, text_lines
 
 COLUMNS = re.compile(r"[ \t]+")
 """Column separators: ASCII spaces and tabs only; a no-break space (U+00A0) or other Unicode
@@ -162,7 +162,7 @@ def read_tagged_jsonl(
     for where, record, words in tokenized_records(path, tokens_field, tags_field if labelled else None):
         tags = None
         if labelled:
-            tags = [str(t) for t in record[tags_field]]
+            tags = parse(list[NonBlank], record[tags_field], f"{where}: {tags_field}")
             if len(tags) != len(words):
                 raise ValueError(f"{where}: {len(words)} tokens but {len(tags)} tags")
             bad = next((t for t in tags if t != "O" and not _TAG[scheme].match(t)), None)
@@ -177,17 +177,21 @@ def read_tagged_jsonl(
 def tokenized_records(
     path: str | Path, tokens_field: str, other_field: str | None
 ) -> Iterator[tuple[str, dict, list[str]]]:
-    """``(file:line, record, words)`` for each JSON Lines record with a list of tokens (and a list
-    in ``other_field`` when given); a record with no tokens has nothing to tag and is skipped.
+    """``(file:line, record, words)`` for each JSON Lines record with a list of token strings (and
+    a list in ``other_field`` when given); a record with no tokens has nothing to tag and is skipped.
 
     Raises:
-        ValueError: a line that is not such a JSON object (names file and line).
+        ValueError: a line that is not such a JSON object, or a token that is not a string (names
+            file, line and field).
     """
-    fields = (tokens_field,) if other_field is None else (tokens_field, other_field)
     for where, record in json_lines(path):
-        if not isinstance(record, dict) or any(not isinstance(record.get(f), list) for f in fields):
-            raise ValueError(f"{where}: expected a JSON object with list fields {', '.join(map(repr, fields))}")
-        words = [str(w) for w in record[tokens_field]]
+        record = parse(dict[str, Any], record, where)
+        missing = [f for f in (tokens_field, other_field) if f is not None and f not in record]
+        if missing:
+            raise ValueError(f"{where}: no field {missing[0]!r}; the object has {sorted(record)}")
+        words = parse(list[Text], record[tokens_field], f"{where}: {tokens_field}")
+        if other_field is not None:
+            parse(list[Any], record[other_field], f"{where}: {other_field}")
         if words:
             yield where, record, words
 

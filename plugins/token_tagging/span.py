@@ -21,20 +21,40 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import torch
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, tokenized_records
 from bertkit_plugins.token_tagging.span_metric import keep_best
 from bertkit_plugins.token_tagging.task import TokenClassification
+from pydantic import Field
 
-from bertkit.api import Batch, BertConfig, BertTokenizer, Feature, Head, by_example, deprecated_alias
+from bertkit.api import (
+    Batch,
+    BertConfig,
+    BertTokenizer,
+    Feature,
+    Head,
+    NonBlank,
+    Schema,
+    by_example,
+    deprecated_alias,
+    parse,
+)
 
 log = logging.getLogger(__name__)
 
 SAMPLE_NESTED = {
     split: Path(__file__).parent / "sample" / "nested" / f"{split}.jsonl" for split in ("train", "validation", "test")
 }
+
+
+class EntitySpan(Schema):
+    """``{"start", "end", "type"}``: word indices (``end`` exclusive) and a non-blank type."""
+
+    start: Annotated[int, Field(ge=0)]
+    end: int
+    type: NonBlank
 
 
 def read_span_jsonl(path: str | Path, tokens_field: str, entities_field: str, labelled: bool) -> list[Sentence]:
@@ -50,18 +70,13 @@ def read_span_jsonl(path: str | Path, tokens_field: str, entities_field: str, la
         spans = None
         if labelled:
             spans = []
-            for i, span in enumerate(record[entities_field]):
-                start, end, kind = (
-                    (span.get(k) for k in ("start", "end", "type")) if isinstance(span, dict) else [None] * 3
-                )
-                if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(words)):
+            for i, span in enumerate(parse(list[EntitySpan], record[entities_field], f"{where}: {entities_field}")):
+                if not span.start < span.end <= len(words):
                     raise ValueError(
-                        f"{where}: {entities_field}[{i}]: expected {{start, end, type}} with 0 <= start < end <= "
-                        f"{len(words)} (word indices, end exclusive), got {span!r}"
+                        f"{where}: {entities_field}[{i}]: expected 0 <= start < end <= {len(words)} (word indices, "
+                        f"end exclusive), got start {span.start}, end {span.end}"
                     )
-                if not isinstance(kind, str):
-                    raise ValueError(f"{where}: {entities_field}[{i}]: expected a string type, got {kind!r}")
-                spans.append((start, end, kind))
+                spans.append((span.start, span.end, span.type))
         number = int(where.rpartition(":")[2])
         sentences.append(Sentence(words, None, where, [number] * len(words), document=0, spans=spans))
     return sentences

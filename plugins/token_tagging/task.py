@@ -15,7 +15,6 @@ from typing import Any
 import torch
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
 from bertkit_plugins.token_tagging.windows import Window, make_windows, owners
-from tokenizers import pre_tokenizers
 
 from bertkit.api import (
     Batch,
@@ -27,6 +26,7 @@ from bertkit.api import (
     by_example,
     check_choice,
     deprecated_alias,
+    split_words,
 )
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
@@ -115,13 +115,13 @@ class TokenClassification(Task):
         return sentences
 
     def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Sentence]:
-        """One sentence per non-blank line, split with BERT's pre-tokenizer; offsets into the line.
+        """One sentence per non-blank line, its words by BERT's basic-tokenizer rules
+        (``split_words``: white space, punctuation, each CJK ideograph); offsets into the line.
         Blank lines separate documents (paragraphs)."""
-        split = pre_tokenizers.BertPreTokenizer()
         sentences: list[Sentence] = []
         document = 0
         for number, line in lines:
-            pieces = split.pre_tokenize_str(line)
+            pieces = split_words(line)
             if pieces:
                 words = [w for w, _ in pieces]
                 offsets = [o for _, o in pieces]
