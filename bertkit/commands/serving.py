@@ -161,13 +161,15 @@ class _ModelAPI(ls.LitAPI):
     def read(self, request: Any) -> Any:
         raise NotImplementedError
 
-    def check_work(self, tokens: int) -> None:
-        """Raises HTTPException 413 when a request's inputs make more than ``max_request_tokens``."""
+    def check_work(self, tokens: int, bound: str = "") -> None:
+        """Raises HTTPException 413 when a request's inputs make more than ``max_request_tokens``
+        (``bound``: ``at least``, for a count of words, found before anything is tokenized)."""
         if tokens > self.max_request_tokens:
             raise HTTPException(
                 413,
-                f"inputs: {tokens:,} tokens (all windows): at most {self.max_request_tokens:,} per request "
-                "(bertkit serve --max_request_tokens); send long documents in several requests",
+                f"inputs: {bound + ' ' if bound else ''}{tokens:,} tokens (all windows): at most "
+                f"{self.max_request_tokens:,} per request (bertkit serve --max_request_tokens); send long documents "
+                "in several requests",
             )
 
     def run(self, requests: list[Any]) -> list[Any]:
@@ -208,8 +210,12 @@ class PredictAPI(_ModelAPI):
     route = "/predict"
 
     def read(self, request: Any) -> Featurized:
-        examples = self.predictor.examples(parse(PredictRequest, request, "the request body").listed())
-        featurized = self.predictor.featurize(examples)
+        inputs = parse(PredictRequest, request, "the request body").listed()
+        texts = [x for i in inputs for x in ([i] if isinstance(i, str) else i.values()) if isinstance(x, str)]
+        self.check_work(
+            sum(len(text.split()) for text in texts), "at least"
+        )  # a word is a token or more: no featurizing
+        featurized = self.predictor.featurize(self.predictor.examples(inputs))
         self.check_work(featurized.tokens)
         return featurized
 
