@@ -100,8 +100,6 @@ def test_word_tagger_with_its_own_padded_key(site, tmp_path):
     run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)
     ckpt = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["task"]["init_args"]["tags"] == ["COLOUR", "NUMBER", "O"]  # learned
-    assert score(run_bertkit_fresh("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env).stdout,
-                 "test/score") >= 0.95  # fmt: skip
     run_bertkit_fresh(
         "predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "words.tags",
         cwd=tmp_path, env=env,
@@ -119,13 +117,10 @@ def test_readme_score_head_trains_tests_and_predicts(site, tmp_path):
     config = recipe(tmp_path, "ScoreHead", {"train": "train.tsv", "validation": "test.tsv", "test": "test.tsv"})
     env = env_with(site, BERTKIT_LOAD_PLUGINS="score_head")
 
-    run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)
-    mse = score(run_bertkit_fresh("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env).stdout,
-                "test/score")  # fmt: skip
-    assert mse < 0.5  # the colour count varies by about 1.3 (variance ~1.6): it learned
+    run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)  # (bertkit test: test_plugin_api's task)
     run_bertkit_fresh(
         "predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "texts.txt",
         cwd=tmp_path, env=env,
     )  # fmt: skip
     records = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
-    assert len(records) == 2 and records[0]["score"] > records[1]["score"] + 1
+    assert len(records) == 2 and records[0]["score"] > records[1]["score"] + 1  # 2 colours vs 0: it learned
