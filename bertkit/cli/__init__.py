@@ -74,16 +74,21 @@ def print_plugins(args: list[str]) -> int:
 # jsonargparse's message for a value outside a Literal (also inside an Optional, or as a class_path's argument)
 PARSER_KEY = re.compile(r'Parser key "([^"]+)"')
 LITERAL = re.compile(r"Expected a typing\.Literal\[(.*?)\]")
+UNION_ERROR = re.compile(
+    r"Does not validate against any of the Union subtypes .*?Errors: - (.*?) - Expected a <class 'NoneType'>"
+)
 GIVEN = re.compile(r"(?:Got|Given) value: (.*?)(?: - |$)")  # up to the next Union branch's error
 
 
 def one_line(message: str) -> str:
     """An error message on one line; a value outside a setting's choices as bertkit says it
-    everywhere else: ``model.head.tag_scheme='IOB3': expected one of IOB1, IOB2, BIOES``."""
+    everywhere else: ``model.head.tag_scheme='IOB3': expected one of IOB1, IOB2, BIOES``; of
+    jsonargparse's errors for an optional class (``model.task``), the class's own alone."""
     message = " ".join(message.split())
     choices, given = LITERAL.search(message), GIVEN.search(message)
     if choices is None or given is None:
-        return message
+        own = UNION_ERROR.search(message)
+        return message if own is None else own[1]
     key = ".".join(PARSER_KEY.findall(message))
     allowed = ", ".join(c.strip(" '\"") for c in choices[1].split(","))
     return f"{key}={given[1]!r}: expected one of {allowed}"
