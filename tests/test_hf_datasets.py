@@ -58,7 +58,7 @@ def test_a_saved_dataset_dict_becomes_the_ner_splits_word_for_word(tmp_path):
         examples = run.datamodule.examples[split]
         assert [s.words for s in examples] == part["tokens"]
         assert [s.tags for s in examples] == [[TAGS[t] for t in row] for row in part["ner_tags"]]
-        assert examples[0].source.endswith(f"{split}.jsonl:1")
+        assert examples[0].source == f"{saved}[{split}]:1"  # the data set's first record, not the cache file
 
 
 def test_fit_and_test_read_a_dataset_through_the_cli(tmp_path):
@@ -122,3 +122,17 @@ def test_without_the_extra_the_error_names_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ImportError, match=r"pip install 'bertkit\[datasets\]'"):
         load_splits(str(tmp_path))
+
+
+def test_errors_name_the_data_set_and_its_split_not_the_cache_file(tmp_path):
+    parts = {"train": ner_dataset(6, 0), "validation": ner_dataset(4, 1)}
+    datasets.DatasetDict(parts).save_to_disk(str(tmp_path / "ds"))
+    overrides = {"data.hf_dataset": str(tmp_path / "ds"), "model.task.tag_scheme": "IOB2"}
+    run = compose_with("ner.yaml", **overrides, **{"model.task.entity_types": ["PER"]})  # LOC is not a type here
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'ds'}\[train\]:1: .*LOC") as err:
+        run.datamodule.setup("fit")
+    assert "hf" not in str(err.value).replace(str(tmp_path), "")  # no cache folder
+    run = compose_with("ner.yaml", **overrides)
+    run.datamodule.setup("fit")
+    sources = {e.source.rpartition(":")[0] for e in run.datamodule._read("train")}
+    assert sources == {f"{tmp_path / 'ds'}[train]"}  # what later errors name

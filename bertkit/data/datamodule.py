@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -33,7 +32,7 @@ from bertkit.data.samplers import (
     TokenBudgetBatchSampler,
 )
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample
+from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample, renamed_source
 from bertkit.utils.choices import check_choice
 from bertkit.utils.io import text_lines
 
@@ -316,6 +315,12 @@ class BertDataModule(pl.LightningDataModule):
             )
         return [e for task, name in named for e in self._read_file(split, name, task)]
 
+    def _shown(self, path: Path, task: str | None) -> str | None:
+        """How a data set's cached split file is named to the user (``SPEC[split]``, its lines
+        then the data set's records in order); None for a file of the user's."""
+        source = self.data_source(task)
+        return source.where(path) if isinstance(source, HFSplits) else None
+
     def _read_file(self, split: str, name: str, task: str | None) -> list[Any]:
         reader, path = self._task(task), self._path(split, name, task)
         try:
@@ -324,13 +329,13 @@ class BertDataModule(pl.LightningDataModule):
             else:
                 examples = reader.read(path, labelled=split != "predict")
         except ValueError as err:
-            source = self.data_source(task)
-            shown = source.where(path) if isinstance(source, HFSplits) else None
+            shown = self._shown(path, task)
             if shown is None:
                 raise
-            # the data set and its row (line n of the cached JSON Lines is row n - 1), not the cache file
-            message = re.sub(re.escape(str(path)) + r":(\d+)", lambda m: f"{shown} row {int(m[1]) - 1}", str(err))
-            raise ValueError(message.replace(str(path), shown)) from None
+            raise ValueError(str(err).replace(str(path), shown)) from None
+        shown = self._shown(path, task)
+        if shown is not None:  # later errors (featurizing, metrics) name the data set too
+            examples = [renamed_source(e, str(path), shown) for e in examples]
         if task is not None:
             examples = [TaskExample(task, e) for e in examples]
         if not examples:

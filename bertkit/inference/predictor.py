@@ -25,7 +25,7 @@ from bertkit.model.quantize import quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import read_state_dict, renamed
 from bertkit.tasks.head import Head
-from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
+from bertkit.tasks.task import Batch, Task, predict_batch, renamed_source, task_from_spec
 from bertkit.training.checkpoints import load_checkpoint
 from bertkit.training.module import BertModule
 from bertkit.utils.choices import Backend, Precision
@@ -281,7 +281,7 @@ class Predictor:
                 path = Path(tmp) / "inputs.jsonl"
                 path.write_text("".join(json.dumps(x) + "\n" for x in inputs), encoding="utf-8")
                 try:
-                    examples = [_renamed(e, str(path)) for e in task.read(path, labelled=False)]
+                    examples = [renamed_source(e, str(path), "inputs") for e in task.read(path, labelled=False)]
                 except ValueError as err:
                     raise ValueError(str(err).replace(str(path), "inputs")) from None
         else:
@@ -382,16 +382,6 @@ def check_texts(texts: list[str]) -> None:
     empty = next((i for i, text in enumerate(texts) if not text.strip()), None)
     if empty is not None:
         raise ValueError(f"inputs[{empty}]: empty text")
-
-
-def _renamed(example: Any, path: str) -> Any:
-    """``example`` with the temporary file's name in its text fields (a source, a default id)
-    replaced by ``inputs`` (``inputs:2`` is the second input)."""
-    if not dataclasses.is_dataclass(example):
-        return example
-    fields = {f.name: getattr(example, f.name) for f in dataclasses.fields(example)}
-    changed = {k: v.replace(path, "inputs") for k, v in fields.items() if isinstance(v, str) and path in v}
-    return dataclasses.replace(example, **changed) if changed else example
 
 
 def _read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> None:

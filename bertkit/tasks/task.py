@@ -21,6 +21,7 @@ rebuilds them from a checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import warnings
 from abc import ABC, abstractmethod
@@ -300,6 +301,17 @@ def by_example(predictions: list[dict[str, Any]], count: int, task: Any) -> list
     if missing:
         raise ValueError(f"{type(task).__name__}: no prediction for example(s) {missing[:5]}")
     return groups
+
+
+def renamed_source(example: Any, old: str, new: str) -> Any:
+    """``example`` (a dataclass) with ``old`` replaced by ``new`` in its text fields (its source
+    ``file:line``, a default id): a temporary or cache file named as its user knows it (``inputs``,
+    ``conll2003[train]``). Anything else is returned as it is."""
+    if not dataclasses.is_dataclass(example):
+        return example
+    fields = {f.name: getattr(example, f.name) for f in dataclasses.fields(example)}
+    changed = {k: v.replace(old, new) for k, v in fields.items() if isinstance(v, str) and old in v}
+    return dataclasses.replace(example, **changed) if changed else example
 
 
 def predict_batch(task: Task, head: Head, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
