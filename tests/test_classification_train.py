@@ -77,6 +77,7 @@ def paraphrase_pairs(n: int, rng: random.Random) -> list[tuple[str, str, str]]:
     return pairs
 
 
+@pytest.mark.slow
 def test_mrpc_recipe_fit_test_predict_after_reload(tmp_path):
     rng = random.Random(1)
     data = tmp_path / "mrpc"

@@ -20,6 +20,8 @@ import torch
 from tests.conftest import ROOT, run_bertkit_fresh
 from tests.test_plugins import env_with, pip_install_target
 
+pytestmark = pytest.mark.slow  # plugins installed as distributions, run in new processes
+
 FIXTURE = ROOT / "tests" / "fixtures" / "bertkit-contract-heads"
 COLOURS, NUMBERS, OTHER = ["red", "blue", "green"], ["one", "two", "three", "four"], ["the", "cat", "sat", "on", "mat"]
 

@@ -17,6 +17,8 @@ from tests.test_contract_heads import recipe, score, score_files
 from tests.test_plugins import env_with, pip_install_target
 from tests.test_serve import _post, serving
 
+pytestmark = pytest.mark.slow  # plugins installed as distributions, run in new processes
+
 FIXTURE = ROOT / "tests" / "fixtures" / "bertkit-plugin-api"
 
 

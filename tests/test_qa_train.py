@@ -48,6 +48,7 @@ def toy_squad(n: int, rng: random.Random, impossible_share: float = 0.0) -> dict
     return {"version": "toy", "data": [{"title": "toy", "paragraphs": paragraphs}]}
 
 
+@pytest.mark.slow
 def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
     rng = random.Random(0)
     (tmp_path / "train.json").write_text(json.dumps(toy_squad(48, rng)))
@@ -69,6 +70,7 @@ def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
     assert after["val/loss"] < 0.2 * before["val/loss"]
 
 
+@pytest.mark.slow
 def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> None:
     rng = random.Random(1)
     (tmp_path / "train.json").write_text(json.dumps(toy_squad(40, rng, impossible_share=0.3)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import signal
 
+import pytest
 import torch
 
 from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
@@ -26,6 +27,7 @@ def final(run) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     return state["state_dict"], rows[-1]
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_ends_as_the_uninterrupted_run(tmp_path):
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     whole.mkdir(), broken.mkdir()

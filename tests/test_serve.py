@@ -362,6 +362,7 @@ def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None
     assert _post(port, "/predict", {"inputs": "Oslo ."}, headers=KEY)[0] == 200  # still serving
 
 
+@pytest.mark.slow
 def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoint: Path, tmp_path: Path) -> None:
     """The checkpoint's export served on ONNX: four requests sent together are run as one batch
     (the first waits up to 3 s for the others); SIGTERM arrives while they wait: each is

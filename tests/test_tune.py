@@ -89,6 +89,7 @@ def tiny_recipe(folder: Path) -> dict:
     return recipe
 
 
+@pytest.mark.slow
 def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path: Path) -> None:
     tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text(
