@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from provenance import header, started
+from serve_load import start_server
 
 from bertkit.utils.io import atomic_path
 
@@ -74,25 +75,6 @@ def maximal_words(port: int, budget: int) -> int:
     raise SystemExit("no request under the budget found")
 
 
-def start(python: str, task: Path, port: int) -> subprocess.Popen:
-    """``bertkit serve`` of ``python``'s installation on the run's last checkpoint, once /health answers."""
-    bertkit = str(Path(python).with_name("bertkit"))
-    command = [bertkit, "serve", str(task / "checkpoints/last.ckpt"), "--embed", "false", "--port", str(port)]
-    server = subprocess.Popen(command, cwd=task, stderr=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(600):
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            connection.request("GET", "/health")
-            if connection.getresponse().status == 200:
-                return server
-        except OSError:
-            pass
-        if server.poll() is not None:
-            raise SystemExit(f"bertkit serve exited with {server.returncode}")
-        time.sleep(0.5)
-    raise SystemExit("bertkit serve did not answer /health in 300 s")
-
-
 def measure(python: str, args: argparse.Namespace) -> dict[str, Any]:
     """Fit the tiny model and measure the rounds with ``python``'s bertkit."""
     bertkit = str(Path(python).with_name("bertkit"))
@@ -108,7 +90,7 @@ def measure(python: str, args: argparse.Namespace) -> dict[str, Any]:
              "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={task}"],
             cwd=task, check=True, capture_output=True,
         )  # fmt: skip
-        server = start(python, task, args.port)
+        server = start_server("bertkit-torch", task, args.port, python)
         try:
             post(args.port, SENTENCE)  # warm-up
             words = maximal_words(args.port, args.budget)

@@ -80,8 +80,10 @@ def post(port: int, path: str, payload: Any) -> tuple[int, Any, float]:
     return response.status, json.loads(body) if response.status == 200 else body.decode(errors="replace"), seconds
 
 
-def start_server(kind: str, task_dir: Path, port: int) -> subprocess.Popen:
-    bertkit = str(Path(sys.executable).with_name("bertkit"))
+def start_server(kind: str, task_dir: Path, port: int, python: str = sys.executable) -> subprocess.Popen:
+    """A server of ``kind`` on ``task_dir``'s model, once /health answers; bertkit's are those of
+    ``python``'s installation."""
+    bertkit = str(Path(python).with_name("bertkit"))
     if kind == "bertkit-torch":
         command = [bertkit, "serve", str(task_dir / "checkpoints/last.ckpt"), "--embed", "false"]  # one model process
     elif kind == "bertkit-onnx":

@@ -231,8 +231,8 @@ class EmbedAPI(_ModelAPI):
     def read(self, request: Any) -> tuple[list[str], bool]:
         body = parse(EmbedRequest, request, "the request body")
         check_texts(body.listed())
-        encoded = self.predictor.tokenizer.encode_batch(body.listed(), max_length=self.predictor.max_length)
-        self.check_work(sum(len(e.input_ids) for e in encoded))  # as embed truncates them
+        limit = self.predictor.max_length  # embed truncates each text to it: words up to it, no tokenizing twice
+        self.check_work(sum(min(len(text.split()), limit) for text in body.listed()), "at least")
         return body.listed(), body.normalize
 
     def run(self, requests: list[tuple[list[str], bool]]) -> list[list[list[float]]]:
