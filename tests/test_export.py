@@ -168,3 +168,26 @@ def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_h
     assert main(["export", str(sample_run / "runs/ner/checkpoints/last.ckpt"), str(tmp_path / "out")]) == 0
     assert "pip install 'bertkit[onnx]'" in capsys.readouterr().out
     assert (tmp_path / "out/model.safetensors").is_file() and not (tmp_path / "out/model.onnx").exists()
+
+
+def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path):
+    from huggingface_hub import ModelCard
+
+    from bertkit.cli import main
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copy(sample_run / "runs/ner/checkpoints/last.ckpt", run / "checkpoints/last.ckpt")
+    scores = {"test/f1": 0.5, "test/loss": 1.25, "test/f1_PER": 0.25, "test/precision": 0.75}
+    record = {"command": "test", "checkpoint": str(run / "checkpoints/best.ckpt"), "recipes": [], "scores": scores}
+    (run / "test_scores.json").write_text(json.dumps(record))
+    assert main(["export", str(run / "checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"]) == 0
+    card = ModelCard.load(tmp_path / "out/README.md")
+    assert card.data.library_name == "transformers" and card.data.pipeline_tag == "token-classification"
+    assert card.data.metrics == ["f1", "precision"] and card.data.base_model is None  # a registered name
+    assert "| test/f1_PER | 0.2500 |" in card.text and "(this export is `last.ckpt`)" in card.text
+    assert "| 1 | B-PER |" in card.text and "CRF.from_export" in card.text
+    (run / "test_scores.json").unlink()
+    assert main(["export", str(run / "checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"]) == 0
+    card = ModelCard.load(tmp_path / "out/README.md")
+    assert card.data.metrics is None and "No test scores: run `bertkit test`" in card.text

@@ -14,8 +14,9 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     """Export a ``bertkit fit`` checkpoint for inference: a transformers directory and ONNX.
 
     ``OUTPUT`` becomes a Hugging Face directory that the head's ``transformers`` class loads
-    (``BertForTokenClassification`` …, with ``id2label``), plus ``model.onnx`` checked against
-    bertkit with onnxruntime.
+    (``BertForTokenClassification`` …, with ``id2label``), with a model card (``README.md``: the
+    base model, labels, the run's test scores, the training settings and how to load it), plus
+    ``model.onnx`` checked against bertkit with onnxruntime.
 
     Args:
         checkpoint: a ``.ckpt`` file (``runs/ner/checkpoints/last.ckpt`` …).
@@ -28,6 +29,7 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
             dynamic quantization: about a third of the size; the Results page gives the
             accuracy it costs on CoNLL-2003 and SST-2).
     """
+    from bertkit.commands.card import model_card
     from bertkit.inference.onnx import export_onnx, quantize_onnx
     from bertkit.inference.predictor import save_serving_config
     from bertkit.training.checkpoints import load_checkpoint
@@ -42,11 +44,14 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     if int8 and not onnx:
         raise ValueError("--int8 true quantizes model.onnx: it needs --onnx true (or unset)")
     written = []
+    stored = load_checkpoint(checkpoint, mmap=True)
     with atomic_dir(output) as folder:  # the folder holds this export alone, or the one before it
         architecture = model.save_pretrained(folder)
         if architecture != model.encoder.config.to_dict()["architectures"][0]:  # the task layers are in: servable
-            stored = load_checkpoint(checkpoint, mmap=True).get("datamodule_hyper_parameters") or {}
-            save_serving_config(model, folder, int(stored.get("max_length", 128)))
+            data = stored.get("datamodule_hyper_parameters") or {}
+            save_serving_config(model, folder, int(data.get("max_length", 128)))
+        card = model_card(model, architecture, checkpoint, stored, Path(output))
+        (folder / "README.md").write_text(card, encoding="utf-8")
         written.append(f"wrote {output} ({architecture})")
         if onnx:
             worst = export_onnx(model, folder / "model.onnx")

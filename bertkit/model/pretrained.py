@@ -1,20 +1,24 @@
-"""Resolving ``pretrained:`` values: a directory path, or a name some plugin registered."""
+"""Resolving ``pretrained:`` values: a directory path, a name some plugin registered, or a
+Hugging Face Hub id (``org/name[@revision]``, ``bertkit.model.hub``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from bertkit.model.hub import hub_id, hub_snapshot
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.plugins import registered
 
 
-def resolve_pretrained(name_or_path: str, field: str = "model.pretrained") -> Path:
-    """Directory of a pretrained model given as a path or a registered name; ``field`` names the
-    setting in errors.
+def resolve_pretrained(name_or_path: str, field: str = "model.pretrained", weights: bool = True) -> Path:
+    """Directory of a pretrained model given as a path, a registered name or a Hub id (its
+    snapshot in the Hugging Face cache, fetched unless it is there; ``weights`` False fetches the
+    config and tokenizer only); ``field`` names the setting in errors.
 
     Raises:
-        FileNotFoundError: neither an existing directory nor a registered name (the message lists
-            the names), or the named model is not installed (its plugin says how to install it).
+        FileNotFoundError: none of these (the message lists the registered names), the named
+            model is not installed (its plugin says how to install it), or the Hub id cannot be
+            resolved (``bertkit.model.hub.hub_snapshot``: offline and not cached, no such model …).
     """
     path = Path(name_or_path).expanduser()
     if path.is_dir():
@@ -23,17 +27,21 @@ def resolve_pretrained(name_or_path: str, field: str = "model.pretrained") -> Pa
     if name_or_path in known:
         return Path(known[name_or_path]())
     names = ", ".join(sorted(known)) or "none"
-    raise FileNotFoundError(
-        f"{field}={name_or_path!r} is not a directory nor a registered model name (registered: {names})"
-    )
+    repo = hub_id(name_or_path)
+    if repo is None:
+        raise FileNotFoundError(
+            f"{field}={name_or_path!r} is not a directory, a registered model name (registered: {names}) nor a "
+            "Hugging Face Hub id (org/name or org/name@revision)"
+        )
+    return hub_snapshot(*repo, field, weights)
 
 
 def load_tokenizer(
     vocab: str | Path, lowercase: bool = True, cls: type[BertTokenizer] = BertTokenizer
 ) -> BertTokenizer:
     """A tokenizer (of class ``cls``, an encoder family's) from a ``vocab.txt`` file
-    (``lowercase`` applies), a model or tokenizer directory, or a registered model name (their
-    own settings apply).
+    (``lowercase`` applies), a model or tokenizer directory, a registered model name or a Hub id
+    (their own settings apply).
 
     Raises:
         FileNotFoundError: none of these; see ``resolve_pretrained``.
@@ -43,4 +51,4 @@ def load_tokenizer(
         return cls.from_vocab(path, lowercase)
     if path.suffix == ".txt":
         raise FileNotFoundError(f"model.vocab_file={str(vocab)!r}: vocabulary file not found")
-    return cls.from_pretrained(resolve_pretrained(str(vocab), "model.vocab_file"))
+    return cls.from_pretrained(resolve_pretrained(str(vocab), "model.vocab_file", weights=False))

@@ -110,3 +110,9 @@ class Head(nn.Module):
     def hf_config(self) -> dict[str, Any]:
         """``config.json`` entries ``hf_architecture`` needs (``id2label``, ``problem_type`` …)."""
         return {}
+
+    def hf_notes(self) -> str:
+        """What a ``transformers`` user of the export must know that its class does not say:
+        layers it leaves out or decoding it does otherwise (Markdown; the export's model card
+        prints it under "Notes"). Empty: ``hf_architecture`` computes what the head computes."""
+        return ""

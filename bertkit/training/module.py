@@ -21,6 +21,7 @@ from typing_extensions import override
 
 from bertkit.model.config import Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
+from bertkit.model.hub import pinned
 from bertkit.model.prepacked import prepack_linears, unprepack_linears
 from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.model.quantize import Int8Linear, quantize_linears
@@ -50,9 +51,12 @@ class BertModule(pl.LightningModule):
     Args:
         task: the task (a ``Task`` subclass, usually given by ``class_path`` in a recipe): its
             files, labels and records; it builds the head (``Task.build_head``) on the encoder.
-        pretrained: a Hugging Face format directory or a registered name
-            (``bertkit plugins`` lists them); its weights, config and tokenizer are used.
-            None builds a fresh encoder from ``preset`` and ``vocab_file``.
+        pretrained: a Hugging Face format directory, a registered name (``bertkit plugins`` lists
+            them) or a Hugging Face Hub id, ``org/name`` or ``org/name@revision``
+            (``bertkit.model.hub``: its cache, ``HF_HUB_OFFLINE``, ``HF_TOKEN``); its weights,
+            config and tokenizer are used. A Hub id is recorded with the commit it resolved to
+            (``org/name@<commit>``) in ``hparams`` and so in checkpoints and exports. None builds
+            a fresh encoder from ``preset`` and ``vocab_file``.
         encoder: the encoder family (``bertkit.model.families``): a registered name (``bert``,
             ``electra`` …; ``bertkit plugins`` lists them) or an ``EncoderFamily`` class path.
             None: the ``model_type`` of the pretrained directory's ``config.json``, ``bert`` for
@@ -193,12 +197,12 @@ class BertModule(pl.LightningModule):
         if self.head is None:
             self.build_head()
 
-    @staticmethod
     def _build_encoder(
-        pretrained: str | None, name: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
+        self, pretrained: str | None, name: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
     ) -> tuple[type[EncoderFamily], nn.Module, BertTokenizer]:
         if pretrained is not None:
             directory = resolve_pretrained(pretrained)
+            self.hparams["pretrained"] = pinned(pretrained, directory)
             family = family_of(directory)
             if name is not None and name != family.name:
                 raise ValueError(

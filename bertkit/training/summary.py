@@ -38,6 +38,9 @@ def fit_summary(trainer: pl.Trainer, args: list[str]) -> str:
     """The end-of-fit summary (writes the plots it names; see ``bertkit.training.plots``);
     ``args`` are fit's options, repeated in the commands it suggests next."""
     lines = [f"\nbertkit fit: done after {trainer.current_epoch} epoch(s), {trainer.global_step} optimizer steps"]
+    pretrained = trainer.lightning_module.hparams.get("pretrained")
+    if pretrained:  # a Hub id with the commit it resolved to (bertkit.model.hub.pinned)
+        lines.append(f"  started from: {pretrained}")
     checkpoint = trainer.checkpoint_callback
     if checkpoint is not None and checkpoint.monitor and checkpoint.best_model_path:
         lines.append(

@@ -73,6 +73,21 @@ class TokenClassificationHead(Head):
         """IOB2 tags by id (``O``, ``B-PER`` …)."""
         return {"id2label": dict(enumerate(self.tags)), "label2id": {t: i for i, t in enumerate(self.tags)}}
 
+    def hf_notes(self) -> str:
+        """With a CRF: transformers ignores it and tags each token by the argmax of its logits."""
+        if self.crf is None:
+            return ""
+        return (
+            "This model was trained with a CRF over the words' first sub-words (Lample et al. 2016). "
+            "`transformers` loads the emission layer (`classifier.*`) and ignores the CRF's scores (`crf.*` in "
+            "`model.safetensors`): its `pipeline` tags each token by the argmax of its logits, which finds "
+            "fewer entities than the CRF's Viterbi decoding. For bertkit's decoding, read the logits at each "
+            "word's first sub-word and decode them with the CRF:\n\n"
+            "```python\nfrom bertkit_plugins.token_tagging.crf import CRF\n\n"
+            "tags = CRF.from_export(folder).decode(logits[:, first_subwords], mask)\n```\n\n"
+            "or use `bertkit predict` / `Predictor.from_export` (PyTorch or the ONNX graph), which do."
+        )
+
     def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
         return [(list(self.crf.parameters()), {"lr": self.crf_learning_rate})] if self.crf is not None else []
 
