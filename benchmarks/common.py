@@ -157,13 +157,14 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
         tmp_file.write_text(json.dumps(result, indent=2) + "\n")
 
 
-def fine_tune(recipe: str, work: Path, batches: int) -> Path:
+def fine_tune(recipe: str, work: Path, batches: int, *extra: str) -> Path:
     """``bertkit fit`` of ``recipe`` (relative to the repository) for one epoch of ``batches``
-    batches, validation off, into ``work``; its last checkpoint."""
+    batches, validation off, into ``work``, with ``extra`` options after the recipe's; its last
+    checkpoint."""
     subprocess.run(
         [str(Path(sys.executable).with_name("bertkit")), "fit", "--config", str(ROOT / recipe),
          f"--trainer.default_root_dir={work}", "--trainer.max_epochs=1", f"--trainer.limit_train_batches={batches}",
-         "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false", "--overwrite=true"],
+         "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false", "--overwrite=true", *extra],
         check=True,
     )  # fmt: skip
     return work / "checkpoints" / "last.ckpt"

@@ -177,3 +177,33 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
         TokenClassificationHead._words(outputs["logits"], batch["word_index"])[0], positions >= 0, free_start
     )
     assert torch.equal(theirs, ours)
+
+
+@settings(max_examples=10, deadline=None)
+@given(weight=st.floats(0.1, 4.0), seed=st.integers(0, 1000))
+def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(weight, seed):
+    torch.manual_seed(seed)
+    task = TokenClassification(entity_types=["PER", "LOC"], crf=True, emission_loss_weight=weight)
+    model = BertModule(task, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2").eval()
+    words = ["Anna", "Berg", "flew", "to", "Oslo", "today"]
+    tags = ["B-PER", "I-PER", "O", "O", "B-LOC", "O"]
+    sentences = [Sentence(words, tags, "x:1", list(range(len(words))), " ".join(words), [])]
+    batch = pad_batch(task.featurize(sentences, model.tokenizer, max_length=16), pad_values=task.pad_values)
+    with torch.no_grad():
+        out = model(batch)
+    first = batch["word_index"] >= 0  # the words' first sub-words, where the labels are
+    expected = torch.nn.functional.cross_entropy(out["logits"][first], batch["labels"][first])
+    torch.testing.assert_close(out["emission_loss"], expected)
+    torch.testing.assert_close(out["loss"], out["crf_loss"] + weight * expected)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"crf": False, "emission_loss_weight": 1.0}, "set crf: true"),
+        ({"crf": True, "emission_loss_weight": -1.0}, ">= 0"),
+    ],
+)
+def test_an_emission_loss_without_a_crf_or_below_zero_is_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        TokenClassification(entity_types=["PER"], **options)

@@ -39,6 +39,8 @@ class TokenClassificationHead(Head):
         crf: add the CRF (IOB2 moves only).
         crf_learning_rate: the CRF's learning rate (its scores start at 0 and would hardly move
             at an encoder's); warm-up and decay apply as to the rest.
+        emission_loss_weight: with a CRF, the weight of the emissions' own cross-entropy at the
+            scored words, added to the CRF's loss (``crf_loss`` and ``emission_loss`` are logged).
     """
 
     hf_architecture = "BertForTokenClassification"
@@ -51,9 +53,11 @@ class TokenClassificationHead(Head):
         dropout: float = 0.1,
         crf: bool = False,
         crf_learning_rate: float = 1e-3,
+        emission_loss_weight: float = 0.0,
     ) -> None:
         super().__init__()
         self.tags, self.crf_learning_rate = list(tags), crf_learning_rate
+        self.emission_loss_weight = emission_loss_weight
         self.dropout = Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, len(tags))
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
@@ -97,8 +101,14 @@ class TokenClassificationHead(Head):
         out = {"logits": logits}
         if "labels" in batch and self.crf is not None:
             emissions, words, free_start = self._words(logits, batch["word_index"])
-            tags = batch["labels"].gather(1, words.clamp(min=0))
-            out["loss"] = self.crf.nll(emissions, tags, words >= 0, free_start).sum() / (words >= 0).sum().clamp(min=1)
+            tags, scored = batch["labels"].gather(1, words.clamp(min=0)), words >= 0
+            out["loss"] = self.crf.nll(emissions, tags, scored, free_start).sum() / scored.sum().clamp(min=1)
+            if self.emission_loss_weight:
+                out["crf_loss"] = out["loss"]
+                out["emission_loss"] = (
+                    F.cross_entropy(emissions[scored], tags[scored]) if scored.any() else 0 * out["loss"]
+                )
+                out["loss"] = out["loss"] + self.emission_loss_weight * out["emission_loss"]
         elif "labels" in batch:
             out["loss"] = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
         return out

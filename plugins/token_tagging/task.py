@@ -51,6 +51,11 @@ class TokenClassification(Task):
             of each token's cross-entropy (``TokenClassificationHead``).
         crf_learning_rate: the CRF's learning rate (its scores start at 0 and would hardly move at
             an encoder's); warm-up and decay apply as to the rest.
+        emission_loss_weight: with ``crf``, also train the emissions (the logits an export gives
+            ``transformers``) as a tagger of their own: this weight times their cross-entropy at
+            the words' first sub-words is added to the CRF's loss, so that the argmax of the
+            logits (``transformers``' token-classification pipeline) finds the entities the CRF's
+            Viterbi path finds. 0: the CRF's loss alone.
         context: document context (FLERT, Schweter & Akbik 2020): up to this many sub-word tokens
             of the text before and after each window, from the same sentence and its neighbours
             in the same document, are encoded with it (as room in ``max_length`` allows, the
@@ -72,12 +77,17 @@ class TokenClassification(Task):
         classifier_dropout: float = 0.1,
         crf: bool = False,
         crf_learning_rate: float = 1e-3,
+        emission_loss_weight: float = 0.0,
         context: int = 0,
     ) -> None:
         super().__init__()
         check_choice("model.task.tag_scheme", tag_scheme, TagScheme)
         if context < 0:
             raise ValueError(f"model.task.context={context}: expected a number of tokens >= 0")
+        if not 0.0 <= emission_loss_weight < float("inf"):
+            raise ValueError(f"model.task.emission_loss_weight={emission_loss_weight}: expected a finite weight >= 0")
+        if emission_loss_weight and not crf:
+            raise ValueError("model.task.emission_loss_weight: weighs a loss beside the CRF's; set crf: true")
         if crf and label_all_subwords:
             raise ValueError(
                 "model.task.crf: the CRF scores the first sub-word of each word; set label_all_subwords: false"
@@ -91,8 +101,10 @@ class TokenClassification(Task):
     def build_head(self, config: BertConfig, tokenizer: BertTokenizer) -> Head:
         from bertkit_plugins.token_tagging.head import TokenClassificationHead
 
-        return TokenClassificationHead(self.tags, config, self.hparams.classifier_dropout, self.hparams.crf,
-                                       self.hparams.crf_learning_rate)  # fmt: skip
+        hp = self.hparams
+        return TokenClassificationHead(
+            self.tags, config, hp.classifier_dropout, hp.crf, hp.crf_learning_rate, hp.get("emission_loss_weight", 0.0)
+        )
 
     # ----- data -----
     def _check_types(self, sentences: list[Sentence]) -> None:

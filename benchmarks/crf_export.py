@@ -1,0 +1,109 @@
+"""What a CRF-trained NER export gives transformers users: entity F1 on CoNLL-2003 ``eng.testb``
+of one export read by bertkit (``Predictor``: the CRF's Viterbi path, as ``bertkit predict``) and
+by transformers' ``pipeline("token-classification")`` with ``aggregation_strategy`` "first"
+(a word takes its first sub-word's tag: what the model was trained on) and "simple", for the NER
+recipe trained with the CRF's loss alone and with the emissions' cross-entropy beside it
+(``model.task.init_args.emission_loss_weight``), over seeds.
+
+Each run is the NER recipe (MiniLM, CRF) for one epoch of ``--train-batches`` batches,
+validation off, with ``seed_everything`` and ``data.seed`` set to the seed, exported with
+``bertkit export --onnx false``. F1 is micro entity F1 (exact type and word span) in percent,
+both sides read as word spans of the text (``inference_vs_transformers.word_spans``).
+
+    BERTKIT_DATA_DIR=../shared/data python benchmarks/crf_export.py   # writes benchmarks/results/crf_export.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from common import fine_tune
+from inference_vs_transformers import bertkit_answers, pipeline_answers, score, texts_and_gold
+from provenance import commit, header
+
+from bertkit.inference.predictor import Predictor
+from bertkit.utils.io import atomic_path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "crf_export.json"
+TEST = "ner/conll2003/eng.testb"
+READERS = ("bertkit (CRF Viterbi)", "pipeline first", "pipeline simple")
+
+
+def read_export(folder: Path, texts: list[str], gold: list) -> dict[str, float]:
+    """Entity F1 of each reader of the export in ``folder``."""
+    from transformers import pipeline
+
+    loaded = Predictor.load(folder)
+    found = []
+    for start in range(0, len(texts), 32):
+        found += bertkit_answers("conll2003", texts[start : start + 32], loaded.predict(texts[start : start + 32]))
+    scores = {READERS[0]: score("conll2003", found, gold)}
+    del loaded
+    for strategy in ("first", "simple"):
+        pipe = pipeline("token-classification", model=str(folder), device=-1, aggregation_strategy=strategy)
+        answers = pipeline_answers("conll2003", texts, pipe(texts, batch_size=32))
+        scores[f"pipeline {strategy}"] = score("conll2003", answers, gold)
+    return {k: round(v, 2) for k, v in scores.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train-batches", type=int, default=300)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 1.0], help="emission_loss_weight values")
+    parser.add_argument("--work", type=Path, default=Path("runs/crf_export"))
+    parser.add_argument("--output", type=Path, default=OUT)
+    args = parser.parse_args()
+    data = Path(os.environ.get("BERTKIT_DATA_DIR", ROOT.parent / "shared" / "data"))
+    if not (data / TEST).is_file():
+        raise SystemExit(f"{data}: no {TEST}; set BERTKIT_DATA_DIR to the real data folder")
+    os.environ["BERTKIT_DATA_DIR"] = str(data)
+    measured = commit()
+    texts, gold = texts_and_gold("conll2003", data / TEST)
+    bertkit = str(Path(sys.executable).with_name("bertkit"))
+    runs = []
+    for weight in args.weights:
+        for seed in args.seeds:
+            work = args.work / f"w{weight:g}-s{seed}"
+            options = [f"--seed_everything={seed}", f"--data.seed={seed}"]
+            options.append(f"--model.task.init_args.emission_loss_weight={weight}")
+            checkpoint = fine_tune("recipes/ner.yaml", work, args.train_batches, *options)
+            subprocess.run([bertkit, "export", str(checkpoint), str(work / "export"), "--onnx", "false"], check=True)
+            runs.append({"emission_loss_weight": weight, "seed": seed, **read_export(work / "export", texts, gold)})
+            print(runs[-1], flush=True)
+    summary = {}
+    for weight in args.weights:
+        rows = [r for r in runs if r["emission_loss_weight"] == weight]
+        summary[f"emission_loss_weight {weight:g}"] = {
+            reader: {"mean": round(statistics.mean(r[reader] for r in rows), 2),
+                     "sd": round(statistics.stdev(r[reader] for r in rows), 2) if len(rows) > 1 else None}
+            for reader in READERS
+        }  # fmt: skip
+    import transformers
+
+    result = header(
+        "CRF NER export: entity F1 through bertkit vs transformers' pipeline, with and without the emission loss",
+        " ".join(["BERTKIT_DATA_DIR=../shared/data python benchmarks/crf_export.py", *sys.argv[1:]]),
+        measured,
+        transformers=transformers.__version__,
+    )
+    result["settings"] = {
+        "recipe": "recipes/ner.yaml", "train_batches": args.train_batches, "seeds": args.seeds,
+        "repeats": len(args.seeds), "test_file": TEST, "sentences": len(texts),
+    }  # fmt: skip
+    result["summary"], result["runs"] = summary, runs
+    with atomic_path(args.output) as tmp:
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
