@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from bertkit.cli.extras import check_extras
 from bertkit.cli.guide import (
     LIGHTNING_COMMANDS,
     check_task,
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = [*entries("register_tasks"), *entries("register_heads")]
         old = deprecated_names("register_tasks") | deprecated_names("register_heads")
         check_task(args, [t for t in tasks if t not in old], entries("register_masking"), old)
+        check_extras(args)
         return run_lightning(args)
     except _user_errors() as err:
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):

@@ -27,6 +27,7 @@ def tune(
     seed: int = 0,
     seeds: NonNegativeInt = 0,
     report: bool = False,
+    tracker: str | None = None,
 ) -> int:
     """Search a recipe's hyper-parameters with Optuna (``pip install 'bertkit[tune]'``): each
     trial a run folder ``<default_root_dir>/trials/NNN``, the study in
@@ -48,6 +49,8 @@ def tune(
         seed: seed of the sampler (TPE).
         seeds: then run the best parameters and the recipe's defaults with seeds 1..N (mean ± SD).
         report: only write the results of the study so far (no new trials).
+        tracker: a tracker overlay (``recipes/trackers/mlflow.yaml`` …) added to each trial's
+            recipe: every trial is a run in the tracker with its settings, scores and objective.
 
     Returns:
         The exit code: 0, or 1 when the study holds no completed trial (every one failed or
@@ -60,7 +63,7 @@ def tune(
         raise ValueError("bertkit tune needs the tune extra: pip install 'bertkit[tune]'")
     from bertkit.commands.tuning import run
 
-    summary = run(recipe, space, trials, n_jobs, storage, study_name, pruner, seed, seeds, report)
+    summary = run(recipe, space, trials, n_jobs, storage, study_name, pruner, seed, seeds, report, tracker)
     print(json.dumps(summary, indent=2, default=str))
     if "best_params" not in summary:
         log.error("no trial completed (%s): see tune/trials.csv for why each failed", summary["trials"])

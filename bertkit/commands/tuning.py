@@ -17,7 +17,10 @@ SQLAlchemy URL, so it resumes after an interruption, a trial whose process stopp
 heartbeats is marked failed and re-queued once (Optuna's ``RetryHeartbeatStaleTrialCallback``), and
 workers share it: ``--n_jobs`` on one machine, or ``bertkit tune`` on several machines with one
 ``--storage``. A pruner (median or successive halving) reads the score at every validation;
-pruned and failed trials are recorded with their reason and never stop the study.
+pruned and failed trials are recorded with their reason and never stop the study. A tracker
+overlay (``--tracker recipes/trackers/mlflow.yaml``) is added to every trial's recipe: each trial is
+a run in the tracker with its settings, its scores, ``tune_study``/``tune_run`` parameters and
+its objective (``tune/objective``). A line per finished trial (on stderr) says its number, state and score.
 """
 
 from __future__ import annotations
@@ -193,6 +196,13 @@ class Objective(pl.Callback):
     def __init__(self, monitor: str) -> None:
         self.monitor = monitor
 
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Give the trackers (the loggers after the run's CSV logger) the trial's objective."""
+        best = getattr(trainer.checkpoint_callback, "best_model_score", None)
+        if best is not None:
+            for tracker in trainer.loggers[1:]:
+                tracker.log_metrics({"tune/objective": float(best)}, step=trainer.global_step)
+
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.monitor not in trainer.callback_metrics:
             logged = ", ".join(sorted(trainer.callback_metrics)) or "nothing"
@@ -233,6 +243,12 @@ class Study:
     storage: str
     name: str
     pruner: Pruner
+    tracker: str | None = None
+    """A tracker overlay composed after the recipe in every trial (``recipes/trackers/``)."""
+
+    def recipes(self) -> list[str]:
+        """The files each trial composes: the recipe, then the tracker overlay."""
+        return [self.recipe, *([self.tracker] if self.tracker else [])]
 
     def load(self) -> optuna.Study:
         return optuna.create_study(
@@ -243,7 +259,8 @@ class Study:
 
 def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_id: int | None, threads: int) -> float:
     """``bertkit fit`` of the recipe with ``overrides`` into ``folder`` in a new process (pruned
-    through ``trial_id`` when given); the best monitored score.
+    through ``trial_id`` when given; a tracker names the run by ``folder``'s name); the best
+    monitored score.
 
     Raises:
         ObjectiveNotLogged: the recipe does not log its monitored score (stops the study).
@@ -294,7 +311,10 @@ def fit_trial(job: dict[str, Any]) -> None:
     from bertkit.cli.recipe import compose
 
     study = Study(**{**job["study"], "root": Path(job["study"]["root"])})
-    composed = compose(study.recipe, overrides=job["overrides"])
+    composed = compose(*study.recipes(), overrides=job["overrides"])
+    run_name = Path(job["overrides"]["trainer.default_root_dir"]).name  # 003, best-seed1 …
+    for tracker in composed.trainer.loggers[1:]:  # after the run's CSV logger
+        tracker.log_hyperparams({"tune_study": study.name, "tune_run": run_name})
     if job["trial_id"] is not None:
         trial = optuna.trial.Trial(study.load(), job["trial_id"])
         composed.trainer.callbacks.append(Pruning(trial, study.monitor))
@@ -330,12 +350,20 @@ def optimize(study: Study, space: list[Param], trials: int, n_jobs: int, seed: i
 
     states = optuna.trial.TrialState
     finished = (states.COMPLETE, states.PRUNED, states.FAIL)
+
+    def said(_: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.state == states.COMPLETE:
+            why = f"{study.monitor} {trial.value:.4f}"
+        else:
+            why = trial.user_attrs.get("pruned_at") or trial.user_attrs.get("failed", "")
+        print(f"trial {trial.number:03d} {trial.state.name.lower()}: {why} {trial.params}", file=sys.stderr, flush=True)
+
     while True:
         done = len(search.get_trials(deepcopy=False, states=finished))
         waiting = len(search.get_trials(deepcopy=False, states=(states.WAITING,)))
         if done < trials or waiting:  # a re-queued trial runs even when the count is reached
             goal = optuna.study.MaxTrialsCallback(max(trials, done + waiting), states=finished)
-            search.optimize(objective, n_jobs=n_jobs, catch=(RuntimeError,), callbacks=[goal])
+            search.optimize(objective, n_jobs=n_jobs, catch=(RuntimeError,), callbacks=[goal, said])
         running = [t.number for t in search.get_trials(deepcopy=False, states=(states.RUNNING,))]
         if not running:
             return search
@@ -434,12 +462,12 @@ def seed_study(study: Study, best: dict[str, Any], fixed: dict[str, Any], seeds:
 
 def run(
     recipe: str, space_file: str, trials: int, n_jobs: int, storage: str | None, name: str | None,
-    pruner: Pruner, seed: int, seeds: int, report_only: bool,
+    pruner: Pruner, seed: int, seeds: int, report_only: bool, tracker: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """``bertkit tune`` (its arguments, documented there): the summary it prints."""
     from bertkit.cli.recipe import compose
 
-    composed = compose(recipe)
+    composed = compose(recipe, *([tracker] if tracker else []))
     checkpoint = composed.trainer.checkpoint_callback
     if checkpoint is None or not checkpoint.monitor:
         raise ValueError(f"{recipe}: its ModelCheckpoint monitors no score; bertkit tune optimises that score")
@@ -448,6 +476,7 @@ def run(
         recipe=str(Path(recipe).resolve()), root=root, monitor=checkpoint.monitor,
         direction="maximize" if checkpoint.mode == "max" else "minimize",
         storage=storage or f"sqlite:///{root / 'tune' / 'study.db'}", name=name or Path(recipe).stem, pruner=pruner,
+        tracker=str(Path(tracker).resolve()) if tracker else None,
     )  # fmt: skip
     (root / "tune").mkdir(parents=True, exist_ok=True)
     space = read_space(space_file, flat_keys(composed.config))

@@ -6,6 +6,8 @@ A recipe states its folder once (``trainer.default_root_dir: runs/ner``) and an 
 - the logger (none given, or ``logger: true``) is a ``CSVLogger`` in ``<root>/logs`` — the CSV
   files the fit summary's learning curves read — for ``fit``; ``validate``, ``test`` and
   ``predict`` add no logger version: their scores go to ``<root>/<command>_scores.json``;
+- trackers a recipe or overlay gives (``recipes/trackers/``: TensorBoard, MLflow, W&B) log
+  beside that ``CSVLogger``, which ``fit`` adds to them when none of them is one;
 - a ``ModelCheckpoint`` without ``dirpath`` writes to ``<root>/checkpoints`` (not Lightning's
   per-version logger folder), so ``--ckpt_path best|last`` of a later process finds it;
   Lightning's own ``ModelCheckpoint`` runs as ``bertkit.training.checkpoints.LastStateCheckpoint`` (same
@@ -31,6 +33,7 @@ from typing import IO
 from jsonargparse import Namespace
 from pytorch_lightning import Trainer
 from pytorch_lightning.callbacks import ModelCheckpoint as LightningModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger
 
 from bertkit.training.checkpoints import LastStateCheckpoint
 from bertkit.utils.io import atomic_path
@@ -45,12 +48,16 @@ def place_outputs(trainer: Namespace, subcommand: str | None = None) -> None:
     root = trainer.get("default_root_dir")
     if root is None:
         return
-    if trainer.get("logger") in (None, True) and subcommand not in (None, "fit"):
+    logger = trainer.get("logger")
+    csv = Namespace(class_path=f"{CSVLogger.__module__}.CSVLogger", init_args=Namespace(save_dir=root, name=LOG_NAME))
+    if logger in (None, True) and subcommand not in (None, "fit"):
         trainer.logger = False
-    elif trainer.get("logger") in (None, True):
-        trainer.logger = Namespace(
-            class_path="pytorch_lightning.loggers.CSVLogger", init_args=Namespace(save_dir=root, name=LOG_NAME)
-        )
+    elif logger in (None, True):
+        trainer.logger = csv
+    elif logger is not False and subcommand in (None, "fit"):
+        given = logger if isinstance(logger, list) else [logger]
+        if not any(isinstance(g, CSVLogger) or isinstance(g, Namespace) and _is_csv(g.class_path) for g in given):
+            trainer.logger = [csv, *given]  # the summary's learning curves and plots read its files
     for callback in trainer.get("callbacks") or []:
         if not isinstance(callback, Namespace):  # an instance given from Python: already built
             continue
@@ -60,6 +67,11 @@ def place_outputs(trainer: Namespace, subcommand: str | None = None) -> None:
             callback.class_path = f"{LastStateCheckpoint.__module__}.{LastStateCheckpoint.__qualname__}"
         if issubclass(cls, LightningModelCheckpoint) and callback.init_args.get("dirpath") is None:
             callback.init_args.dirpath = str(Path(root) / "checkpoints")
+
+
+def _is_csv(class_path: str) -> bool:
+    module, _, name = class_path.rpartition(".")
+    return issubclass(getattr(importlib.import_module(module), name), CSVLogger)
 
 
 def write_scores(trainer: Trainer, command: str, checkpoint: str | None, recipes: list[str]) -> Path | None:

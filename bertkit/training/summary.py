@@ -34,6 +34,15 @@ def options(args: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in kept)
 
 
+def tracker_line(logger: object) -> str:
+    """Where a tracker logged the run: its class, folder (TensorBoard, W&B's local files) or
+    experiment and run (MLflow)."""
+    where = getattr(logger, "log_dir", None)
+    if where:
+        return f"{type(logger).__name__} {_relative(where)}"
+    return f"{type(logger).__name__} experiment {getattr(logger, 'name', None)}, run {getattr(logger, 'version', None)}"
+
+
 def fit_summary(trainer: pl.Trainer, args: list[str]) -> str:
     """The end-of-fit summary (writes the plots it names; see ``bertkit.training.plots``);
     ``args`` are fit's options, repeated in the commands it suggests next."""
@@ -63,6 +72,8 @@ def fit_summary(trainer: pl.Trainer, args: list[str]) -> str:
             log.warning("could not write plots beside %s: %s", metrics, err)
             plots = []
         lines.append(f"  logs: {_relative(metrics.parent)} (metrics.csv{''.join(', ' + p for p in plots)})")
+    for tracker in trainer.loggers[1:]:  # trackers beside the CSV logs (recipes/trackers/)
+        lines.append(f"  also logged to: {tracker_line(tracker)}")
     if args:
         config = options(args)
         best = "best" if checkpoint is not None and checkpoint.best_model_path else "last"

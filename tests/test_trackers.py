@@ -1,0 +1,121 @@
+"""Trackers from overlays (``recipes/trackers/``): TensorBoard and MLflow log a fit beside the run's
+CSV logs (which the summary's plots read), and ``bertkit tune --tracker`` makes every trial a run
+with its parameters and objective."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+import yaml
+from jsonargparse import Namespace
+
+from bertkit.training.run_folder import place_outputs
+from tests.conftest import RECIPE, ROOT, run_bertkit
+from tests.test_tune import tiny_recipe
+
+TRACKERS = ROOT / "recipes" / "trackers"
+CSV = "pytorch_lightning.loggers.csv_logs.CSVLogger"
+
+
+def logger(class_path: str) -> Namespace:
+    return Namespace(class_path=class_path, init_args=Namespace())
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (None, [CSV]),
+        ([logger("pytorch_lightning.loggers.MLFlowLogger")], [CSV, "pytorch_lightning.loggers.MLFlowLogger"]),
+        (logger("pytorch_lightning.loggers.TensorBoardLogger"), [CSV, "pytorch_lightning.loggers.TensorBoardLogger"]),
+        ([logger("pytorch_lightning.loggers.CSVLogger")], ["pytorch_lightning.loggers.CSVLogger"]),
+        (False, []),
+    ],
+)
+def test_fit_keeps_its_csv_logs_beside_the_trackers_a_recipe_gives(given, expected):
+    trainer = Namespace(default_root_dir="runs/x", logger=given, callbacks=[])
+    place_outputs(trainer, "fit")
+    found = trainer.logger if isinstance(trainer.logger, list) else [trainer.logger] if trainer.logger else []
+    assert [f.class_path for f in found] == expected
+    if expected[:1] == [CSV]:
+        assert found[0].init_args.save_dir == "runs/x" and found[0].init_args.name == "logs"
+
+
+def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_path):
+    pytest.importorskip("tensorboard")
+    mlflow = pytest.importorskip("mlflow")
+    tiny_recipe(tmp_path)
+    for name in ("tensorboard", "mlflow"):
+        proc = run_bertkit(
+            "fit", "--config", "tiny.yaml", "--config", str(TRACKERS / f"{name}.yaml"),
+            f"--trainer.default_root_dir=runs/{name}", cwd=tmp_path,
+        )  # fmt: skip
+        assert f"logs: runs/{name}/logs/version_0 (metrics.csv, learning_curves.png" in proc.stdout
+        assert "also logged to: " in proc.stdout
+    assert list((tmp_path / "runs/tensorboard/bertkit/version_0").glob("events.out.tfevents.*"))
+    client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("bertkit").experiment_id])
+    assert run.data.params["learning_rate"] == "0.0001" and "val/f1" in run.data.metrics
+    assert run.info.run_id in proc.stdout
+
+
+@pytest.mark.slow
+def test_every_tune_trial_is_a_tracker_run_with_its_parameters_and_objective(tmp_path):
+    mlflow = pytest.importorskip("mlflow")
+    pytest.importorskip("optuna")
+    tiny_recipe(tmp_path)
+    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"model.learning_rate": [0.001, 0.0001]}))
+    proc = run_bertkit(
+        "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--trials", "2", "--pruner", "none",
+        "--tracker", str(TRACKERS / "mlflow.yaml"), cwd=tmp_path,
+    )  # fmt: skip
+    rows = {r["number"].zfill(3): r for r in csv.DictReader((tmp_path / "runs/tune/trials.csv").open())}
+    for number, row in rows.items():
+        assert f"trial {number} complete: val/f1 {float(row['value']):.4f}" in proc.stderr
+    client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("bertkit").experiment_id])
+    by_trial = {r.data.params["tune_run"]: r for r in runs}
+    assert sorted(by_trial) == sorted(rows) and {r.data.params["tune_study"] for r in runs} == {"tiny"}
+    for number, row in rows.items():
+        tracked = by_trial[number]
+        assert float(tracked.data.params["learning_rate"]) == pytest.approx(float(row["model.learning_rate"]))
+        assert tracked.data.metrics["tune/objective"] == pytest.approx(float(row["value"]))
+
+
+MLFLOW = {"trainer": {"logger": [{"class_path": "pytorch_lightning.loggers.MLFlowLogger"}]}}
+
+
+@pytest.mark.parametrize(
+    ("recipes", "options", "missing", "message"),
+    [
+        (
+            [MLFLOW],
+            [],
+            "mlflow",
+            "1.yaml: trainer.logger MLFlowLogger needs mlflow, which is not installed: pip install 'bertkit[track]'",
+        ),
+        ([MLFLOW, {"trainer": {"logger": False}}], [], "mlflow", None),  # a later recipe unsets it
+        ([{"data": {"hf_dataset": "conll2003"}}], [], "datasets", "1.yaml: data.hf_dataset needs datasets"),
+        ([{"data": {"hf_dataset": "conll2003"}}], ["--data.hf_dataset=null"], "datasets", None),
+        ([{}], ["--data.hf_dataset", "x.parquet"], "datasets", "the command line: data.hf_dataset needs datasets"),
+    ],
+)
+def test_a_missing_extra_is_named_before_lightning_starts(tmp_path, monkeypatch, recipes, options, missing, message):
+    import bertkit.cli
+    import bertkit.cli.extras
+    from bertkit.cli.extras import check_extras
+
+    args = []
+    for number, recipe in enumerate(recipes, 1):
+        (tmp_path / f"{number}.yaml").write_text(yaml.safe_dump(recipe))
+        args += ["--config", str(tmp_path / f"{number}.yaml")]
+    real = bertkit.cli.extras.find_spec
+    monkeypatch.setattr(bertkit.cli.extras, "find_spec", lambda name: None if name == missing else real(name))
+    if message is None:
+        check_extras(args + options)
+        return
+    with pytest.raises(ImportError, match=re.escape(message)):
+        check_extras(args + options)
+    monkeypatch.setattr(bertkit.cli, "run_lightning", lambda args: pytest.fail("Lightning started"))
+    assert bertkit.cli.main(["fit", "--config", str(RECIPE), *args, *options]) == 2
