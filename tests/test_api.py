@@ -5,6 +5,7 @@ source files are read, so that the suite says it too)."""
 from __future__ import annotations
 
 import ast
+import inspect
 
 import pytest
 
@@ -60,3 +61,22 @@ def test_an_encoder_family_must_implement_the_encoder_protocol() -> None:
     assert all(issubclass(f.encoder_class, nn.Module) for f in encoder_families().values())
     model = encoder_families()["bert"].encoder_class(bertkit.api.BertConfig.preset("tiny", vocab_size=64))
     assert isinstance(model, Encoder)
+
+
+def test_every_registered_task_records_exactly_its_own_settings() -> None:
+    """A task's hyper-parameters (what checkpoints store and rebuild it from) are its own
+    ``__init__`` arguments: a subclass never records a parent's setting it does not take, which
+    would make a saved task unloadable (``got an unexpected keyword argument``)."""
+    from bertkit.plugins import deprecated_names, registered
+    from bertkit.tasks.task import Task
+
+    former = deprecated_names("register_tasks")  # release 0.1's names: they convert 0.1's settings
+    for name, cls in registered("register_tasks").items():
+        if name in former or "tasks" in inspect.signature(cls).parameters:
+            continue  # a multi-task task holds other tasks: their settings are theirs
+        assert isinstance(cls, type) and issubclass(cls, Task), name
+        own = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        given = {"entity_types": ["PER"]} if "entity_types" in own else {}
+        task = cls(**given)
+        assert set(task.hparams) <= own, (name, sorted(set(task.hparams) - own))
+        assert type(task)(**dict(task.hparams)).hparams == task.hparams, name  # rebuilt as a checkpoint does

@@ -117,7 +117,7 @@ def test_print_config_reruns_unchanged(tmp_path):
         cwd=tmp_path,
     )  # fmt: skip
     assert (tmp_path / "runs/ner/checkpoints/last.ckpt").is_file()
-    assert "\r" not in proc.stdout and "epoch 0/0  batch 6/6  step 6/6 (100%)" in proc.stdout, proc.stdout
+    assert "\r" not in proc.stdout and "epoch 1/1  batch 6/6  step 6/6 (100%)" in proc.stdout, proc.stdout
     assert "model: encoder BertModel" in proc.stdout and "FLOPs" not in proc.stdout
     assert "could not find the monitored key" not in proc.stderr and "Total length" not in proc.stderr
 

@@ -1,4 +1,4 @@
-"""What a run prints: Rich's bar names step-limited epochs without Lightning's negative total
+"""What a run prints: Rich's bar counts epochs from 1 and names step-limited epochs without Lightning's negative total
 (plain progress lines, the one-line summary and the absence of Lightning's noise are checked on a
 real run in ``test_cli.test_print_config_reruns_unchanged``)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize("max_epochs, says", [(-1, "Epoch 2"), (None, "Epoch 2"), (3, "Epoch 2/2")])
-def test_rich_bar_names_the_epoch_without_a_negative_total(max_epochs, says) -> None:
+@pytest.mark.parametrize("max_epochs, says", [(-1, "Epoch 3"), (None, "Epoch 3"), (3, "Epoch 3/3")])
+def test_rich_bar_counts_epochs_from_one_without_a_negative_total(max_epochs, says) -> None:
     from types import SimpleNamespace
 
     from bertkit.training.progress import EpochRichProgressBar
@@ -48,4 +48,4 @@ def test_plain_lines_count_batches_against_the_epochs_own_total(capsys) -> None:
     lines = re.findall(r"epoch (\d+)  batch (\d+)/(\d+)  step (\d+)/25", capsys.readouterr().out)
     assert len(lines) >= 25
     for epoch, batch, total, step in (map(int, line) for line in lines):
-        assert total == (10 if epoch < 2 else 5) and 1 <= batch <= total and step == 10 * epoch + batch
+        assert total == (10 if epoch <= 2 else 5) and 1 <= batch <= total and step == 10 * (epoch - 1) + batch

@@ -79,7 +79,7 @@ def test_plots_are_written_beside_the_metrics(tmp_path):
         "epoch,step,train/loss,val/f1,val/f1_PER,val/f1_LOC,val/loss\n"
         "0,9,1.5,,,,\n0,9,,0.4,0.5,0.3,1.2\n1,19,0.9,,,,\n1,19,,0.6,0.7,0.5,0.8\n"
     )
-    assert read_metrics(metrics)["val/f1"] == [(9, 0.4), (19, 0.6)]
+    assert read_metrics(metrics)["val/f1"] == [(10, 0.4), (20, 0.6)]  # steps done, as progress lines count
     written = write_plots(metrics)
     assert [p.name for p in written] == ["learning_curves.png", "per_type.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)

@@ -20,6 +20,7 @@ from bertkit.cli.guide import (
     check_task,
     command_help,
     config_files,
+    description,
     overview,
     read_recipe,
     require_recipe,
@@ -143,7 +144,13 @@ def main(argv: list[str] | None = None) -> int:
             config = getattr(function, "config_argument", None)  # jsonargparse keeps --config for itself
             if config:
                 args = [re.sub(r"^--config(?==|$)", f"--{config}", a) for a in args]
-            code = CLI(function, args=args[1:], prog=f"bertkit {args[0]}", exit_on_error=False)
+            code = CLI(
+                function,
+                args=args[1:],
+                prog=f"bertkit {args[0]}",
+                exit_on_error=False,
+                description=description(function),
+            )
             return code if isinstance(code, int) else 0  # a command may return its exit code
         if args[0] in LIGHTNING_COMMANDS:
             require_recipe(args[0], args[1:])

@@ -14,6 +14,10 @@ _DROPPED_INFO = (
     "TPU available:",
     "HPU available:",
     "Trainer already configured with model summary",  # bertkit.training.progress.BriefSummary replaces the table
+    "GPU available: False, used: False",  # a CPU run; a GPU's line stays
+    "`Trainer.fit` stopped: `max_epochs=",  # the fit summary says how far it trained
+    "`Trainer.fit` stopped: `max_steps=",
+    "Seed set to ",  # the recipe states seed_everything; checkpoints keep it
 )
 # Warnings by message (a regex matched at the start): fixed in libraries, not in a user's recipe.
 _DROPPED_WARNINGS = (
@@ -33,7 +37,11 @@ class _DropInfo(logging.Filter):
 
 def quiet() -> None:
     """Install the filters (idempotent) on Lightning's loggers and on ``warnings``."""
-    for name in ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero"):
+    for name in (
+        "pytorch_lightning.utilities.rank_zero",
+        "lightning_fabric.utilities.rank_zero",
+        "lightning_fabric.utilities.seed",
+    ):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropInfo) for f in logger.filters):
             logger.addFilter(_DropInfo())

@@ -30,6 +30,13 @@ def _first_line(obj: Any) -> str:
     return paragraph.replace("``", "").split(": ", 1)[0].split(". ", 1)[0].rstrip(".")
 
 
+def description(obj: Any) -> str:
+    """The first paragraph of a docstring, on one line, without reST markup: what ``bertkit
+    COMMAND --help`` says before the options (jsonargparse would show its first line only)."""
+    doc = inspect.getdoc(obj) or ""
+    return " ".join(doc.split("\n\n", 1)[0].split()).replace("``", "")
+
+
 def overview(commands: dict[str, Any], recipes: Iterable[Path]) -> str:
     """The text of ``bertkit --help``: every command, plugin commands included, and the recipes
     found under ``./recipes``."""

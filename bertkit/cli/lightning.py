@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,7 @@ class BertkitCLI(LightningCLI):
                 refuse_changed_recipe(config["ckpt_path"], stored, self.model, self.datamodule)
 
     def before_fit(self) -> None:
+        self._fit_started = time.monotonic()
         config = self.config_init[self.subcommand]
         if self.trainer.is_global_zero:
             checkpoint = self.trainer.checkpoint_callback
@@ -191,7 +193,8 @@ class BertkitCLI(LightningCLI):
 
     def after_fit(self) -> None:
         if self.trainer.is_global_zero:
-            print(fit_summary(self.trainer, self.recipe_args[1:]), flush=True)
+            seconds = time.monotonic() - self._fit_started
+            print(fit_summary(self.trainer, self.recipe_args[1:], seconds), flush=True)
 
 
 class Interrupted(Exception):

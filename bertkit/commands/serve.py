@@ -95,6 +95,12 @@ def serve(
     from bertkit.commands.serving import Batching, server  # imports LitServe: after the checks above
 
     batching = Batching(max_tokens, max_batch_size, batch_timeout, max_request_tokens)
+    routes = "POST /predict" + (", POST /embed" if embed and backend == "torch" else "")
+    print(
+        f"bertkit serve: loading {model} ({backend}, {precision}) in {workers} worker(s); "
+        f"http://{host}:{port} answers once a worker has loaded it (the page at /; {routes})",
+        flush=True,
+    )
     server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision, api_key).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )

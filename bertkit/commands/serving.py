@@ -23,6 +23,7 @@ import hmac
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -154,9 +155,13 @@ class _ModelAPI(ls.LitAPI):
     """The route's path."""
 
     def setup(self, device: str) -> None:
+        started = time.monotonic()
         self.predictor = Predictor.load(self.model, self.max_tokens, device, self.backend).in_precision(self.precision)
         if self.compile:
             self.predictor.compile()
+        print(
+            f"bertkit serve: {type(self).__name__} loaded on {device} in {time.monotonic() - started:.1f} s", flush=True
+        )
 
     def read(self, request: Any) -> Any:
         raise NotImplementedError

@@ -12,8 +12,12 @@ moved together with it. Either way the folder can be copied or moved as it is.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -23,6 +27,34 @@ from bertkit.training.module import BertModule
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 ONE_FILE_LIMIT = 1_800_000_000  # bytes of weights kept inside model.onnx (protobuf's limit is 2 GiB)
+
+
+class _Dropped(logging.Filter):
+    def __init__(self, start: str) -> None:
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.start)
+
+
+@contextmanager
+def _quiet_exporters() -> Iterator[None]:
+    """Silence the libraries' notes that say nothing about the user's model while they run:
+    torch.onnx's "torchvision is not installed. Skipping torchvision::nms" lines, the pytree
+    ``LeafSpec`` deprecation, and onnxruntime's advice to pre-process before quantizing (its
+    transformer optimizer, which ``quantize_onnx`` runs first, is that pre-processing)."""
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level, hint = registration.level, _Dropped("Please consider to run pre-processing before quantization")
+    registration.setLevel(logging.ERROR)
+    logging.getLogger().addFilter(hint)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated")
+            yield
+    finally:
+        registration.setLevel(level)
+        logging.getLogger().removeFilter(hint)
 
 
 class _Logits(nn.Module):
@@ -80,10 +112,11 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
     large = sum(p.numel() * p.element_size() for p in wrapper.parameters()) > ONE_FILE_LIMIT
     with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as folder:
         tmp = Path(folder) / target.name  # the final name: an external data file is named after it
-        torch.onnx.export(
-            wrapper, tuple(example[k] for k in INPUTS), str(tmp), input_names=list(INPUTS), output_names=outputs,
-            dynamic_shapes=dynamic, dynamo=True, verbose=False, external_data=large,
-        )  # fmt: skip
+        with _quiet_exporters():
+            torch.onnx.export(
+                wrapper, tuple(example[k] for k in INPUTS), str(tmp), input_names=list(INPUTS), output_names=outputs,
+                dynamic_shapes=dynamic, dynamo=True, verbose=False, external_data=large,
+            )  # fmt: skip
         check = _sample(model, (3, 24), seed=1)
         session = onnxruntime.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
         got = session.run(outputs, {k: check[k].numpy() for k in INPUTS})
@@ -133,9 +166,10 @@ def quantize_onnx(source: str | Path, path: str | Path, per_channel: bool = True
     with tempfile.TemporaryDirectory(prefix=f".{target.name}.", dir=target.parent) as folder:
         optimized, tmp = Path(folder) / "optimized.onnx", Path(folder) / target.name
         large = Path(f"{source}.data").is_file()  # weights beside the graph: keep them beside it
-        optimize_model(str(source), model_type="bert").save_model_to_file(
-            str(optimized), use_external_data_format=large
-        )
-        quantize_dynamic(optimized, tmp, per_channel=per_channel, weight_type=QuantType.QInt8)
+        with _quiet_exporters():
+            optimize_model(str(source), model_type="bert").save_model_to_file(
+                str(optimized), use_external_data_format=large
+            )
+            quantize_dynamic(optimized, tmp, per_channel=per_channel, weight_type=QuantType.QInt8)
         os.replace(tmp, target)
     return Path(source).stat().st_size, target.stat().st_size

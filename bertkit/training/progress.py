@@ -16,15 +16,16 @@ from typing_extensions import override
 
 
 class EpochRichProgressBar(RichProgressBar):
-    """Lightning's ``RichProgressBar``, saying ``Epoch 2`` rather than ``Epoch 2/-2`` when the run is
-    limited by ``max_steps`` (``max_epochs: -1``)."""
+    """Lightning's ``RichProgressBar``, counting epochs from 1 as the summary does (``Epoch 1/3``
+    for the first of three, where Lightning says ``Epoch 0/2``), and ``Epoch 2`` rather than
+    ``Epoch 1/-2`` when the run is limited by ``max_steps`` (``max_epochs: -1``)."""
 
     @override
     def _get_train_description(self, current_epoch: int) -> str:
-        description = super()._get_train_description(current_epoch)
-        if self.trainer.max_epochs is None or self.trainer.max_epochs < 0:
-            description = f"{f'Epoch {current_epoch}':{len(description)}}"
-        return description
+        width = len(super()._get_train_description(current_epoch))
+        epochs = self.trainer.max_epochs
+        shown = f"Epoch {current_epoch + 1}" + (f"/{epochs}" if epochs is not None and epochs > 0 else "")
+        return f"{shown:{width}}"
 
 
 class PlainProgress(ProgressBar):
@@ -56,7 +57,7 @@ class PlainProgress(ProgressBar):
 
     def _line(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batches: int) -> str:
         epochs = trainer.max_epochs if trainer.max_epochs is not None and trainer.max_epochs > 0 else None
-        epoch = f"epoch {trainer.current_epoch}" + (f"/{epochs - 1}" if epochs else "")
+        epoch = f"epoch {trainer.current_epoch + 1}" + (f"/{epochs}" if epochs else "")  # from 1, as the summary
         total = self._epoch_batches
         batch = f"batch {batches}" + (f"/{total}" if total != float("inf") else "")
         steps = trainer.global_step - self._first_step

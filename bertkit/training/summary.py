@@ -43,10 +43,18 @@ def tracker_line(logger: object) -> str:
     return f"{type(logger).__name__} experiment {getattr(logger, 'name', None)}, run {getattr(logger, 'version', None)}"
 
 
-def fit_summary(trainer: pl.Trainer, args: list[str]) -> str:
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def fit_summary(trainer: pl.Trainer, args: list[str], seconds: float | None = None) -> str:
     """The end-of-fit summary (writes the plots it names; see ``bertkit.training.plots``);
-    ``args`` are fit's options, repeated in the commands it suggests next."""
-    lines = [f"\nbertkit fit: done after {trainer.current_epoch} epoch(s), {trainer.global_step} optimizer steps"]
+    ``args`` are fit's options, repeated in the commands it suggests next; ``seconds`` the wall
+    time of the fit."""
+    took = f" in {_duration(seconds)}" if seconds is not None else ""
+    lines = [f"\nbertkit fit: done after {trainer.current_epoch} epoch(s), {trainer.global_step} optimizer steps{took}"]
     pretrained = trainer.lightning_module.hparams.get("pretrained")
     if pretrained:  # a Hub id with the commit it resolved to (bertkit.model.hub.pinned)
         lines.append(f"  started from: {pretrained}")
@@ -55,6 +63,8 @@ def fit_summary(trainer: pl.Trainer, args: list[str]) -> str:
         lines.append(
             f"  best {checkpoint.monitor} {_score(checkpoint.best_model_score)}: {_relative(checkpoint.best_model_path)}"
         )
+    if getattr(trainer.datamodule, "on_sample", False):
+        lines.append("  (on a sample, not the task's data: the scores show the loop runs, not how good the model is)")
     elif checkpoint is not None and checkpoint.monitor:
         seen = trainer.callback_metrics.get(checkpoint.monitor)
         why = "no validation ran" if seen is None else f"its value was {float(seen)}, never an improvement"

@@ -18,6 +18,7 @@ conversions such as Shibuya & Hovy 2020's).
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -128,7 +129,9 @@ class SpanClassification(TokenClassification):
             entity_types, tag_scheme=tag_scheme, tag_column=tag_column, tokens_field=tokens_field, stride=stride,
             classifier_dropout=classifier_dropout, context=context,
         )  # fmt: skip
-        self.save_hyperparameters(ignore=["tags_field", "label_all_subwords", "crf", "crf_learning_rate"])  # fmt: skip
+        own = inspect.signature(SpanClassification.__init__).parameters
+        # the tagger's settings this task does not take (crf, tags_field …) are not its hyper-parameters
+        self.save_hyperparameters(ignore=[p for p in inspect.signature(super().__init__).parameters if p not in own])
         self.types = list(entity_types)
         self.type_ids = {t: i + 1 for i, t in enumerate(self.types)}  # 0: not an entity
 
