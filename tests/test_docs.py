@@ -24,6 +24,8 @@ def test_site_builds_strictly(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     api = (tmp_path / "site/api/index.html").read_text()
     assert "load_checkpoint" in api and "read_text_lines" in api  # the API page is read from the docstrings
+    for name in ("cli.recipe.compose", "cli.recipe.Composed", "training.module.BertModule", "tasks.head.Head"):
+        assert f'<h3 id="bertkit.{name}"' in api, name  # each object has its heading (and signature)
 
 
 def test_results_page_is_generated_from_the_result_files():

@@ -11,12 +11,7 @@ import pytest
 from tests.conftest import ROOT, run_bertkit
 
 TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
-QUICK = [
-    "--trainer.max_epochs=1",
-    "--trainer.limit_train_batches=3",
-    "--trainer.limit_val_batches=2",
-    "--trainer.enable_progress_bar=false",
-]
+SMOKE = ["--config", str(ROOT / "recipes" / "smoke.yaml"), "--trainer.enable_progress_bar=false"]
 SCORES = {
     "sst2": "val/accuracy", "mrpc": "val/f1", "rte": "val/accuracy", "squad": "val/f1", "squad_v2": "val/f1",
     "multitask": "val/ner/f1",
@@ -24,15 +19,16 @@ SCORES = {
 
 
 @pytest.mark.parametrize("recipe", list(SCORES))
-def test_recipe_fits_on_its_sample(recipe, tmp_path):
+def test_recipe_fits_on_its_sample_with_the_smoke_overlay(recipe, tmp_path):
     env = {"BERTKIT_CACHE": str(tmp_path / "cache")}
-    proc = run_bertkit(
-        "fit", "--config", str(ROOT / "recipes" / f"{recipe}.yaml"), *TINY, *QUICK, cwd=tmp_path, env=env
-    )
-    assert "sample" in proc.stderr and "last checkpoint at step 3" in proc.stdout
-    metrics = next((tmp_path / "runs").glob("*/logs/version_0/metrics.csv")).read_text().splitlines()[0]
+    fit = ["fit", "--config", str(ROOT / "recipes" / f"{recipe}.yaml"), *TINY, *SMOKE]
+    proc = run_bertkit(*fit, cwd=tmp_path, env=env)
+    assert "a sample generated from made-up texts" in proc.stderr and "last checkpoint at step 5" in proc.stdout
+    assert "  best val/" in proc.stdout and "(on a sample, not the task's data" in proc.stdout  # it validated
+    metrics = (tmp_path / "runs/smoke/logs/version_0/metrics.csv").read_text().splitlines()[0]
     assert SCORES[recipe] in metrics.split(",")
     assert list((tmp_path / "cache" / "samples").iterdir())
+    run_bertkit(*fit, cwd=tmp_path, env=env)  # a second smoke run replaces the first
 
 
 def test_sample_files_match_the_recipe_columns(tmp_path, monkeypatch):
