@@ -152,9 +152,12 @@ def machine() -> dict[str, Any]:
 
 
 def write_result(path: Path, result: dict[str, Any]) -> None:
-    """Write the JSON result atomically."""
+    """Write the JSON result atomically, with what it does not state of its provenance filled in
+    (``provenance.completed``: command, commit, date, machine, repeats)."""
+    from provenance import completed
+
     with atomic_path(path) as tmp_file:
-        tmp_file.write_text(json.dumps(result, indent=2) + "\n")
+        tmp_file.write_text(json.dumps(completed(result), indent=2) + "\n")
 
 
 def fine_tune(recipe: str, work: Path, batches: int, *extra: str) -> Path:

@@ -92,6 +92,7 @@ def main() -> None:
         "CRF NER export: entity F1 through bertkit vs transformers' pipeline, with and without the emission loss",
         " ".join(["BERTKIT_DATA_DIR=../shared/data python benchmarks/crf_export.py", *sys.argv[1:]]),
         measured,
+        repeats=len(args.seeds),
         transformers=transformers.__version__,
     )
     result["settings"] = {

@@ -27,6 +27,30 @@ def commit() -> str:
     return out.stdout.strip()
 
 
+REQUIRED = ("command", "commit", "date", "machine", "repeats")
+"""What every result file states (``docs/gen_results.py --check`` refuses a file without one)."""
+
+
+def missing(result: dict[str, Any]) -> list[str]:
+    """The ``REQUIRED`` keys a result does not state."""
+    return [key for key in REQUIRED if result.get(key) in (None, "", {})]
+
+
+def completed(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with what it leaves out of ``REQUIRED`` filled in at writing: the command as run,
+    the commit checked out now (a benchmark that measures takes it before its run and states it),
+    today's date, this machine, and ``repeats``: the number of ``seeds`` when it lists them, else 1
+    (one run; repetitions inside a timing are in its settings)."""
+    filled = dict(result)
+    filled.setdefault("command", " ".join(["python", *sys.argv]))
+    filled.setdefault("commit", commit())
+    filled.setdefault("date", time.strftime("%Y-%m-%d"))
+    filled.setdefault("machine", header("", "", "")["machine"])
+    seeds = result.get("seeds") or (result.get("settings") or {}).get("seeds")
+    filled.setdefault("repeats", len(seeds) if isinstance(seeds, list) else 1)
+    return filled
+
+
 def started(script: str) -> dict[str, str]:
     """``command`` (the script and its arguments as given), ``commit`` and ``date`` of a run,
     taken when it starts."""
@@ -37,14 +61,15 @@ def started(script: str) -> dict[str, str]:
     }
 
 
-def header(benchmark: str, command: str, measured: str, **machine: Any) -> dict[str, Any]:
-    """The first keys of a result file; ``machine`` adds to (or replaces) the CPU threads, GPU,
-    torch and Python versions."""
+def header(benchmark: str, command: str, measured: str, repeats: int = 1, **machine: Any) -> dict[str, Any]:
+    """The first keys of a result file; ``repeats``: runs of the whole measurement (seeds);
+    ``machine`` adds to (or replaces) the CPU threads, GPU, torch and Python versions."""
     return {
         "benchmark": benchmark,
         "command": command,
         "commit": measured,
         "date": time.strftime("%Y-%m-%d"),
+        "repeats": repeats,
         "machine": {
             "cpu_threads": os.cpu_count(),
             "gpu": None,

@@ -3,16 +3,22 @@ typed by hand. Each table names the command that produced its file, and the comm
 which that file was recorded (``git log``); the machine is the one the file states.
 
     python docs/gen_results.py            # rewrites docs/results.md
-    python docs/gen_results.py --check    # exit 1 if docs/results.md is not what the files give
+    python docs/gen_results.py --check    # exit 1 if docs/results.md is not what the files give, or a
+                                          # file does not state its command, commit, date, machine and repeats
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from provenance import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -41,6 +47,24 @@ def recorded(path: Path, data: dict[str, Any]) -> str:
     return f"`{out.split()[0]}` {' '.join(out.split()[1:])}" if out else "not committed"
 
 
+def shown_command(command: str) -> str:
+    """A command as the page shows it: paths into this checkout relative to it, the home folder as ``~``."""
+    command = command.replace(str(ROOT) + os.sep, "").replace(str(ROOT), ".")
+    return re.sub(r"(?:/[\w.+-]+)*/\.venv/bin/", ".venv/bin/", command).replace(str(Path.home()), "~")
+
+
+def note(data: dict[str, Any]) -> list[str]:
+    """A file's provenance note (what was filled in after the run, and how), as a line of the page."""
+    return [f"*{data['provenance_note']}*", ""] if data.get("provenance_note") else []
+
+
+def unstated() -> list[str]:
+    """Result files that do not state their provenance, each with what it lacks."""
+    files = sorted([*RESULTS.glob("*.json"), *RESULTS.glob("seeds/*/*.json")])
+    found = ((path, missing(json.loads(path.read_text()))) for path in files)
+    return [f"{path.relative_to(ROOT)}: no {', '.join(keys)}" for path, keys in found if keys]
+
+
 def machine(data: dict[str, Any]) -> str:
     m = data.get("machine") or {}
     if not m:
@@ -58,15 +82,13 @@ def number(value: Any) -> str:
 def seed_table(path: Path) -> list[str]:
     data = json.loads(path.read_text())
     task, name = data["task"], data["name"]
-    args = " ".join(data.get("script_arguments", []))
-    command = " ".join(
-        ["python benchmarks/seeds.py", task, "--name", name, *data.get("seeds_arguments", []), "--", args]
-    )
+    command = shown_command(data["command"])
     lines = [
         f"### {task}: {name}",
         "",
-        f"`{command}` · seeds {data.get('seeds')} · recorded {recorded(path, data)}",
+        f"`{command}` · seeds {data.get('seeds')} · machine: {machine(data)} · recorded {recorded(path, data)}",
         "",
+        *note(data),
         "| metric | bertkit | transformers | bertkit − transformers | effect vs its baseline |",
         "|---|---|---|---|---|",
     ]
@@ -101,12 +123,13 @@ def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
 
 def run_table(path: Path) -> list[str]:
     data = json.loads(path.read_text())
-    command = f"`{data['command']}` · " if data.get("command") else ""
+    command = f"`{shown_command(data['command'])}` · "
     lines = [
         f"### {path.stem}",
         "",
         f"{command}`benchmarks/results/{path.name}` · machine: {machine(data)} · recorded {recorded(path, data)}",
         "",
+        *note(data),
     ]
     settings = data.get("settings") or {}
     shown = {k: v for k, v in settings.items() if k not in ("output", "data_root", "data_dir", "source")}
@@ -119,11 +142,8 @@ def run_table(path: Path) -> list[str]:
             lines.append(f"| {key} | {number(value)} | {number(theirs.get(key, '—'))} |")
         lines.append("")
     else:
-        skip = ("machine.", "settings.", "command", "commit", "date")
-        rest = {k: v for k, v in leaves(data).items() if not k.startswith(skip)}
-        lines += ["| measure | value |", "|---|---|"]
-        lines += [f"| {k} | {number(v)} |" for k, v in list(rest.items())[:40]]
-        lines.append("")
+        skip = {"machine", "settings", "command", "commit", "date", "repeats", "benchmark", "provenance_note"}
+        lines += tables("", {k: v for k, v in data.items() if k not in skip})
     for key, rows in data.items():  # lists of flat records (one per run) as tables
         if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
             every = list(dict.fromkeys(c for r in rows for c in r))  # rows may differ (a metric per task)
@@ -132,6 +152,35 @@ def run_table(path: Path) -> list[str]:
                 lines += [f"{key}:", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
                 lines += ["| " + " | ".join(number(r.get(c, "")) for c in columns) + " |" for r in rows]
                 lines.append("")
+    return lines
+
+
+MAX_COLUMNS = 10
+
+
+def tables(name: str, value: dict[str, Any]) -> list[str]:
+    """A nested result as tables a reader can scan: its scalars as one ``measure | value``
+    table, each mapping of records (``{"bert": {...}, "modernbert": {...}}``) as one table with a
+    row per record and a column per leaf (when they fit in ``MAX_COLUMNS``), anything deeper
+    under its dotted name, the same way."""
+    title = [f"{name}:", ""] if name else []
+    scalars = {k: v for k, v in value.items() if not isinstance(v, (dict, list))}
+    lines = [*title, "| measure | value |", "|---|---|", *(f"| {k} | {number(v)} |" for k, v in scalars.items()), ""]
+    lines = lines if scalars else []
+    for key, inner in value.items():
+        if not isinstance(inner, dict) or not inner:
+            continue
+        where = f"{name}.{key}" if name else key
+        rows = {k: leaves(v) for k, v in inner.items() if isinstance(v, dict)}
+        columns = list(dict.fromkeys(c for row in rows.values() for c in row))
+        if len(rows) == len(inner) and len(columns) <= MAX_COLUMNS:
+            lines += [f"{where}:", "", "| | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+            lines += [
+                f"| {k} | " + " | ".join(number(row.get(c, "—")) for c in columns) + " |" for k, row in rows.items()
+            ]
+            lines.append("")
+        else:
+            lines += tables(where, inner)
     return lines
 
 
@@ -267,11 +316,13 @@ def page() -> str:
 def main(argv: list[str]) -> int:
     text = page()
     if "--check" in argv:
+        lacking = unstated()
+        for line in lacking:
+            print(f"{line} (a benchmark writes them: benchmarks/provenance.py)", file=sys.stderr)
         current = PAGE.read_text() if PAGE.is_file() else ""
         if current != text:
             print(f"{PAGE} is out of date: run python docs/gen_results.py", file=sys.stderr)
-            return 1
-        return 0
+        return 1 if lacking or current != text else 0
     PAGE.write_text(text)
     print(f"wrote {PAGE}")
     return 0
