@@ -23,8 +23,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Under xdist, each worker (and the processes its tests start) uses its share of the cores:
-    torch's default of every core per process would make the workers fight over them."""
+    """Nothing downloads: the Hugging Face Hub is offline for the tests and the processes they
+    start (tests that resolve Hub ids lay out a cache). Under xdist, each worker (and the
+    processes its tests start) uses its share of the cores: torch's default of every core per
+    process would make the workers fight over them."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch

@@ -43,6 +43,7 @@ def toy_rows(problem_type: str, n: int, rng: random.Random) -> list[tuple[str, s
 LABELS = {"single_label": ["animal", "both", "colour"], "multi_label": ["animal", "colour"], "regression": None}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("problem_type", ["single_label", "multi_label", "regression"])
 def test_each_problem_type_learns(problem_type, tmp_path):
     rows = toy_rows(problem_type, 48, random.Random(0))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 import torch
 
 from bertkit import BertModule
@@ -23,6 +24,7 @@ def predict_text(run_dir, text, *extra: str):
     return out
 
 
+@pytest.mark.slow
 def test_fit_writes_weights_only_checkpoints(sample_run):
     ckpts = sorted((sample_run / "runs/ner/checkpoints").glob("*.ckpt"))
     assert {p.name for p in ckpts} >= {"last.ckpt"} and len(ckpts) == 2
@@ -48,6 +50,7 @@ def test_test_writes_its_scores_and_adds_no_log_folder(sample_run):
     assert not (sample_run / "runs/ner/config.yaml").exists()
 
 
+@pytest.mark.slow
 def test_test_in_int8_measures_what_quantization_changes(sample_run):
     """``--model.int8 true`` quantizes the encoder after the checkpoint loads: test scores within a
     few points of float32's, predictions for every sentence."""
@@ -63,6 +66,7 @@ def test_test_in_int8_measures_what_quantization_changes(sample_run):
     assert len((sample_run / "runs/ner/predictions.jsonl").read_text().splitlines()) > 0
 
 
+@pytest.mark.slow
 def test_predict_on_conll_and_plain_text(sample_run):
     run_bertkit(
         "predict", "--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false", cwd=sample_run
@@ -91,6 +95,7 @@ def test_predict_on_conll_and_plain_text(sample_run):
             assert e["text"].startswith(r["words"][first]) and e["text"].endswith(r["words"][last - 1])
 
 
+@pytest.mark.slow
 def test_resume_from_last_checkpoint(sample_run, tmp_path):
     import shutil
 
@@ -105,6 +110,7 @@ def test_resume_from_last_checkpoint(sample_run, tmp_path):
     assert not list((tmp_path / "runs/ner/checkpoints").glob("last-v*.ckpt"))
 
 
+@pytest.mark.slow
 def test_print_config_reruns_unchanged(tmp_path):
     first = run_bertkit("fit", "--config", str(RECIPE), *FAST, "--print_config", cwd=tmp_path).stdout
     (tmp_path / "printed.yaml").write_text(first)
@@ -146,6 +152,7 @@ def test_long_lines_are_windowed_and_rejoined_in_prediction(sample_run):
     assert record["words"] == words.split() and len(record["tags"]) == 160
 
 
+@pytest.mark.slow
 def test_predict_in_parts_writes_what_one_pass_does(sample_run, tmp_path):
     text = tmp_path / "news.txt"
     text.write_text("".join(f"Maria Silva met {n} people in Oslo and Lisbon on day {n}.\n" for n in range(23)))
@@ -166,6 +173,7 @@ def test_a_missing_data_file_is_named_before_the_model_is_built(tmp_path):
     assert proc.returncode == 2 and f"{tmp_path / 'none' / 'eng.testb'}: data.test_file not found" in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_commands_fit_suggests_next_test_the_same_run(tmp_path):
     """Two runs in one folder, the second into ``runs/x`` with a smaller model: the ``next:``
     command fit prints (run as printed) tests runs/x's checkpoint, not the recipe's default run."""

@@ -15,7 +15,7 @@ import bertkit.model.unpadded
 from bertkit import BertConfig, BertModel
 from bertkit.model.unpadded import Unpadded, grouped_attention, padded_attention
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 LENGTHS = [37, 5, 64, 1, 20, 64, 3]
 

@@ -17,7 +17,7 @@ import torch
 from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
 from tests.test_qa_train import toy_squad
 
-pytestmark = pytest.mark.slow  # two processes each (DDP)
+pytestmark = [pytest.mark.slow, pytest.mark.ddp]  # two processes each (DDP)
 
 TWO = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 QUIET = ["--trainer.enable_progress_bar=false"]

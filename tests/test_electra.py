@@ -164,6 +164,7 @@ def test_rtd_on_another_family_uses_a_generator_of_that_family(tmp_path: Path, m
         assert torch.equal(again.state_dict()[key], value), key
 
 
+@pytest.mark.slow
 def test_rtd_learns_and_exports_as_electra_for_pretraining(tmp_path: Path, minilm_dir: Path) -> None:
     corpus_file(tmp_path / "train.txt", random.Random(0), documents=60)
     corpus_file(tmp_path / "valid.txt", random.Random(1), documents=12)
@@ -192,6 +193,7 @@ def test_rtd_learns_and_exports_as_electra_for_pretraining(tmp_path: Path, minil
     torch.testing.assert_close(ours[real], theirs[real], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_electra_export_fine_tunes_ner_through_the_cli(tmp_path: Path, minilm_dir: Path) -> None:
     """An ELECTRA encoder as ``model.pretrained`` of the NER recipe: it is detected, trained,
     predicts, and exports as transformers' ``ElectraForTokenClassification`` with equal logits."""

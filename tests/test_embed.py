@@ -40,6 +40,7 @@ def test_pooled_features_to_safetensors(tmp_path, reference, capsys):
     torch.testing.assert_close(features, want, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_int8_features_stay_close_to_float32(tmp_path):
     (tmp_path / "in.txt").write_text("\n".join(TEXTS) + "\n")
     got = {}

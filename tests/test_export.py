@@ -99,6 +99,7 @@ def test_a_task_export_is_a_pretrained_encoder_for_another_recipe(tmp_path):
             assert torch.equal(again.encoder.state_dict()[key], value), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["token", "sequence", "qa"])
 def test_onnx_export_matches_bertkit(name, tmp_path):
     from bertkit.inference.onnx import export_onnx
@@ -118,6 +119,7 @@ def test_pretraining_head_has_no_onnx_export(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys):
     import onnxruntime
 

@@ -77,6 +77,7 @@ def test_a_path_of_three_or_more_parts_is_never_taken_for_a_hub_id(parts):
     assert hub_id("/".join(parts)) is None and hub_id("/" + "/".join(parts[:2])) is None
 
 
+@pytest.mark.slow
 def test_fit_from_a_hub_id_records_the_commit_in_the_checkpoint_and_the_export(hub_cache, tmp_path):
     from huggingface_hub import ModelCard
 

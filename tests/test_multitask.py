@@ -201,6 +201,7 @@ def test_two_tasks_train_on_other_encoder_families(tmp_path, minilm_dir, family)
         assert torch.equal(again.encoder.state_dict()[key], value), key
 
 
+@pytest.mark.slow
 def test_multitask_recipe_fits_and_predicts_through_the_cli(tmp_path):
     write_colours(tmp_path / "sst2")
     task_data = f"--data.tasks.sst2.data_dir={tmp_path / 'sst2'}"

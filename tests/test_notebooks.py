@@ -28,5 +28,12 @@ def test_notebook_executes(path, tmp_path):
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "(PER)" in text or "(ORG)" in text or "(LOC)" in text  # the model tagged something in new text
-    noise = ("Tip:", "LightningCLI's args parameter", "FLOPs", "MissingIDFieldWarning")
+    noise = (
+        "Tip:",
+        "LightningCLI's args parameter",
+        "FLOPs",
+        "MissingIDFieldWarning",
+        "TqdmWarning",
+        "IProgress not found",
+    )
     assert not [n for n in noise if n in text], text

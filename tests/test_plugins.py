@@ -64,6 +64,7 @@ def env_with(site: Path, **extra: str) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]), **extra}
 
 
+@pytest.mark.slow
 def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
     proc = run_bertkit_fresh("plugins", "--json", cwd=tmp_path, env=env_with(site))
     infos = {p["name"]: p for p in json.loads(proc.stdout)}
@@ -80,6 +81,7 @@ def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
     assert "bertkit plugin 'misspelled'" in proc.stderr and "register_head" in proc.stderr
 
 
+@pytest.mark.slow
 def test_load_env_narrows_third_party_plugins(site, tmp_path):
     proc = run_bertkit_fresh("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
     names = {p["name"] for p in json.loads(proc.stdout)}
@@ -93,6 +95,7 @@ def test_strict_mode_makes_a_broken_plugin_an_error(site, tmp_path):
     assert proc.returncode != 0 and "PluginError" in proc.stderr and "broken_import" in proc.stderr
 
 
+@pytest.mark.slow
 def test_recipe_uses_third_party_task_by_short_name(site, tmp_path):
     recipe = tmp_path / "mlp.yaml"
     recipe.write_text(
@@ -108,6 +111,7 @@ def test_recipe_uses_third_party_task_by_short_name(site, tmp_path):
     assert "head.classifier.2.weight" in ckpt["state_dict"]
 
 
+@pytest.mark.slow
 def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
     recipe = tmp_path / "listed.yaml"
     recipe.write_text(

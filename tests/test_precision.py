@@ -62,6 +62,7 @@ def _recipe_overrides(recipe: str, directory: Path) -> dict:
     return {"data.batch_size": 8}  # ner: the bundled sample
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["ner", "sst2", "squad", "pretrain_bert"])
 def test_every_recipe_trains_in_bf16_with_clipping(recipe, tmp_path, monkeypatch):
     """(``--trainer.precision 16-mixed`` on a CPU is bf16-mixed in Lightning; fp16 with its scaler is
@@ -80,6 +81,7 @@ def test_every_recipe_trains_in_bf16_with_clipping(recipe, tmp_path, monkeypatch
     assert scores and all(math.isfinite(v) for v in scores.values()), scores
 
 
+@pytest.mark.slow
 def test_bf16_from_the_command_line(tmp_path):
     """The crash the GPU issue reported: `--trainer.precision bf16-mixed` with clipping and fused AdamW."""
     run_bertkit(
@@ -166,6 +168,7 @@ def test_unpadded_and_padded_train_alike(precision, minilm_dir):
     assert max((states[0][k] - states[1][k]).abs().max().item() for k in states[0]) <= tolerance
 
 
+@pytest.mark.slow
 def test_gpu_overlay_composes_with_a_recipe(tmp_path, monkeypatch):
     """`--config recipes/gpu.yaml` after any recipe: bf16-mixed, workers; it trains here too."""
     monkeypatch.chdir(tmp_path)

@@ -30,6 +30,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPa
     return path
 
 
+@pytest.mark.slow
 def test_mlm_loss_falls_on_a_tiny_corpus(tmp_path: Path, minilm_dir: Path) -> None:
     corpus_file(tmp_path / "train.txt", random.Random(0), documents=60)
     corpus_file(tmp_path / "valid.txt", random.Random(1), documents=12)
@@ -162,6 +163,7 @@ def test_static_masking_needs_static_shards(tmp_path: Path, minilm_dir: Path) ->
         model.task.featurize(model.task.read(directory), model.tokenizer, 48)
 
 
+@pytest.mark.slow
 def test_recipes_fit_predict_and_fine_tune_from_the_export(tmp_path: Path, cache: Path) -> None:
     env = {"BERTKIT_CACHE": str(cache)}
     quick = [
@@ -195,6 +197,7 @@ def test_recipes_fit_predict_and_fine_tune_from_the_export(tmp_path: Path, cache
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overlay", "masking", "task"),
     [("pretrain_wwm.yaml", WholeWordMasking, "nsp"), ("pretrain_sop.yaml", NgramMasking, "sop")],
@@ -217,6 +220,7 @@ def test_overlay_recipes_compose_and_train(
     assert reloaded.task.masking.spec() == run.model.task.masking.spec()
 
 
+@pytest.mark.slow
 def test_modernbert_overlay_pretrains_a_modernbert_with_30_percent_masking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

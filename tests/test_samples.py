@@ -18,6 +18,7 @@ SCORES = {
 }  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("recipe", list(SCORES))
 def test_recipe_fits_on_its_sample_with_the_smoke_overlay(recipe, tmp_path):
     env = {"BERTKIT_CACHE": str(tmp_path / "cache")}

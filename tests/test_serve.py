@@ -52,6 +52,7 @@ def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> N
         assert mine["tags"] == theirs["tags"] and mine["entities"] == theirs["entities"]
 
 
+@pytest.mark.slow
 def test_a_compiled_predictor_gives_the_same_records() -> None:
     model = tiny(SequenceClassification(labels=["neg", "pos"]))
     want = Predictor.from_model(model, max_length=32).predict(TEXTS)
@@ -127,6 +128,7 @@ def test_embed_requests_batched_together_keep_their_own_normalize() -> None:
     assert api.encode_response(outputs[2]).status_code == 422
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["token", "token_crf", "sequence", "qa"])
 def test_an_export_folder_predicts_as_its_model_on_torch_and_onnx(kind: str, tmp_path: Path) -> None:
     """``bertkit.json`` + the transformers files + ``model.onnx`` give back the model's records:
@@ -162,6 +164,7 @@ def test_an_export_folder_predicts_as_its_model_on_torch_and_onnx(kind: str, tmp
                 assert mine["score"] == pytest.approx(theirs["score"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_an_export_without_what_serving_needs_says_what_is_missing(tmp_path: Path) -> None:
     model = tiny(TokenClassification(entity_types=["PER"]))
     model.save_pretrained(tmp_path)
@@ -301,6 +304,7 @@ def served(ner_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 KEY = {"X-API-Key": "k"}
 
 
+@pytest.mark.slow
 def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None:
     port = served
     status, records = _post(port, "/predict", {"inputs": ["Peter Blackburn flew to Oslo .", LONG]}, headers=KEY)
@@ -399,6 +403,7 @@ def test_serve_routes_follow_the_backend_and_embed_option(ner_checkpoint: Path) 
         assert server(str(ner_checkpoint), precision=precision).model_metadata["precision"] == precision
 
 
+@pytest.mark.browser
 def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
     """``GET /`` in headless Chromium: type the key and two lines, run, read the marks."""
     if not Path(CHROMIUM).exists():
@@ -470,6 +475,7 @@ def predictor_answers(predictor: Predictor) -> Callable[[str, Any], Any]:
     )
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("kind", ["qa", "sequence"])
 def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
     """The page with its /info and /predict answered by a Predictor in this process (the records
@@ -502,6 +508,7 @@ def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
             assert page.get_attribute(".labels .bar.chosen", "data-label") == record["label"]
 
 
+@pytest.mark.browser
 def test_the_page_draws_nested_entities_inside_each_other() -> None:
     text = "the IL-9 gene in U938 T cells"
     spans = [("DNA", 4, 13), ("protein", 4, 8), ("cell_type", 17, 29), ("cell_line", 17, 21), ("protein", 9, 21)]
@@ -528,6 +535,7 @@ CHROMIUM_FLAGS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_serve_refuses_a_checkpoint_it_cannot_load_before_listening(tmp_path: Path) -> None:
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"not a checkpoint")

@@ -88,6 +88,7 @@ def test_span_f1_nested_flat_duplicates_and_missed_gold():
     assert keep_best([(0, 2, "a", 0.5), (1, 3, "b", 0.9), (3, 4, "c", 0.1)]) == [(1, 3, "b", 0.9), (3, 4, "c", 0.1)]
 
 
+@pytest.mark.slow
 def test_a_span_head_learns_nested_entities_and_predicts_them(tmp_path):
     torch.manual_seed(0)
     head = SpanClassification(TYPES, max_span_width=4, nested=True)

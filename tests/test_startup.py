@@ -44,7 +44,7 @@ def imported_after(args: list[str]) -> tuple[int, str, list[str]]:
         (["plugins", "--json"], '"QuestionAnswering"'),
         (["fit", "--help"], "--help-all"),
         (["predict", "-h"], "the checkpoint to predict with"),
-        (["export", "--help"], "Export a ``bertkit fit`` checkpoint for inference"),
+        (["export", "--help"], "Export a bertkit fit checkpoint for inference: a transformers directory"),
         (["embed", "--help"], "--pooling {mean,cls,tokens}"),
         (["prepare", "--help"], "--documents_per_shard"),
         (["vocab", "--help"], "--vocab_size"),
@@ -75,6 +75,7 @@ def test_recipe_mistakes_are_reported_before_lightning_is_imported(args: list[st
     assert "pytorch_lightning" not in heavy
 
 
+@pytest.mark.slow
 def test_help_all_is_lightning_clis_full_help() -> None:
     rc, out, heavy = imported_after(["fit", "--help-all"])
     assert rc == 0

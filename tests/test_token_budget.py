@@ -50,6 +50,7 @@ def test_order_is_seeded_and_changes_per_epoch():
         TokenBudgetBatchSampler(lengths, 10)
 
 
+@pytest.mark.slow
 def test_fit_with_a_token_budget(tmp_path, minilm_dir):
     """Two epochs on the bundled sample: Lightning sets the epoch, the schedule spans the budgeted
     batches, and no batch holds more real tokens than the budget."""

@@ -62,6 +62,7 @@ def trimmed(offsets, sequence_ids, texts):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", trained_tokenizers.KINDS)
 def test_sentences_ids_and_offsets(kind, tmp_path):
     texts = sentences()

@@ -42,6 +42,7 @@ def test_fit_keeps_its_csv_logs_beside_the_trackers_a_recipe_gives(given, expect
         assert found[0].init_args.save_dir == "runs/x" and found[0].init_args.name == "logs"
 
 
+@pytest.mark.slow
 def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_path):
     pytest.importorskip("tensorboard")
     mlflow = pytest.importorskip("mlflow")

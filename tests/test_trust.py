@@ -72,6 +72,7 @@ def _crafted(sample_run: Path, folder: Path, class_path: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_checkpoint_cannot_make_bertkit_import_a_file_beside_it(sample_run, tmp_path, monkeypatch):
     path = _crafted(sample_run, tmp_path, "bk_utils.TokenClassification")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -103,6 +104,7 @@ def test_a_model_directory_cannot_name_a_module_to_import(tmp_path, monkeypatch)
     assert not (tmp_path / "MARKER").exists()
 
 
+@pytest.mark.slow
 def test_a_run_folder_has_one_writer(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", f"from bertkit.training.run_folder import claim; claim({str(tmp_path)!r}, None, False, False); "

@@ -38,7 +38,8 @@ def embed(
     Args:
         input: the text file, one text per line (blank lines are skipped; sources keep numbers).
         output: ``.safetensors`` or ``.jsonl`` file to (over)write atomically.
-        pretrained: a Hugging Face format directory or a registered model name.
+        pretrained: a Hugging Face format directory, a registered model name or a Hub id
+            (``org/name[@revision]``, ``bertkit.model.hub``).
         checkpoint: a ``bertkit fit`` checkpoint whose (fine-tuned) encoder to use instead.
         features: last, second_to_last, sum_last_four or concat_last_four (Table 7).
         pooling: mean, cls or tokens.

@@ -33,7 +33,12 @@ def resolve_pretrained(name_or_path: str, field: str = "model.pretrained", weigh
             f"{field}={name_or_path!r} is not a directory, a registered model name (registered: {names}) nor a "
             "Hugging Face Hub id (org/name or org/name@revision)"
         )
-    return hub_snapshot(*repo, field, weights)
+    try:
+        return hub_snapshot(*repo, field, weights)
+    except FileNotFoundError as err:
+        raise FileNotFoundError(
+            f"{err}; nor is it a directory or a registered model name (registered: {names})"
+        ) from None
 
 
 def load_tokenizer(
