@@ -6,6 +6,7 @@ plugin does for ``bertkit.hookimpl``) and ``bertkit --help`` do not pay for torc
 
 from __future__ import annotations
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,9 @@ from bertkit.hookspecs import hookimpl
 from bertkit.utils.moved import install
 
 install()  # release 0.1's module paths (bertkit.heads …) import, with a DeprecationWarning
+# torchmetrics' text metrics import transformers, which imports tqdm.auto: in a notebook kernel
+# without ipywidgets that warns once, about a progress bar bertkit never draws.
+warnings.filterwarnings("ignore", message="IProgress not found")
 
 if TYPE_CHECKING:
     from bertkit.cli.recipe import Composed, compose
