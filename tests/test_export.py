@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections import Counter
 
@@ -172,7 +173,7 @@ def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_h
     assert (tmp_path / "out/model.safetensors").is_file() and not (tmp_path / "out/model.onnx").exists()
 
 
-def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path):
+def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path, caplog):
     from huggingface_hub import ModelCard
 
     from bertkit.cli import main
@@ -193,3 +194,7 @@ def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path):
     assert main(["export", str(run / "checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"]) == 0
     card = ModelCard.load(tmp_path / "out/README.md")
     assert card.data.metrics is None and "No test scores: run `bertkit test`" in card.text
+    (run / "test_scores.json").write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="bertkit.commands.card"):
+        assert main(["export", str(run / "checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"]) == 0
+    assert "test_scores.json: not a bertkit test scores file" in caplog.text

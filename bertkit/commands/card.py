@@ -6,17 +6,19 @@ its labels, its scores, how it was trained and how to load it."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
 from bertkit.model.hub import COMMIT, hub_id
 
+log = logging.getLogger(__name__)
+
 PIPELINES = {
     "ForTokenClassification": "token-classification",
     "ForSequenceClassification": "text-classification",
     "ForQuestionAnswering": "question-answering",
-    "ForMaskedLM": "fill-mask",
-    "ForPreTraining": "fill-mask",
+    "ForMaskedLM": "fill-mask",  # *ForPreTraining: no pipeline loads it (BERT's has NSP, ELECTRA's is a detector)
     "Model": "feature-extraction",
 }
 MODEL_SETTINGS = ("learning_rate", "weight_decay", "warmup_ratio", "attention_dropout")
@@ -34,24 +36,26 @@ DATA_SETTINGS = (
 
 def pipeline_tag(architecture: str) -> str | None:
     """The Hub's pipeline tag of a ``transformers`` class (``BertForTokenClassification`` →
-    ``token-classification``), or None (``ElectraForPreTraining``: no pipeline)."""
-    if architecture == "ElectraForPreTraining":  # a replaced-token detector: no Hub pipeline
-        return None
+    ``token-classification``), or None (``BertForPreTraining``: no pipeline)."""
     return next((tag for suffix, tag in PIPELINES.items() if architecture.endswith(suffix)), None)
 
 
 def run_scores(checkpoint: Path) -> dict[str, Any] | None:
     """The ``test_scores.json`` (``bertkit test``) of the run folder a checkpoint lies in
-    (``<root>/checkpoints/x.ckpt`` → ``<root>/test_scores.json``), or None; an unreadable file
-    is None too (the card is written without scores)."""
-    if checkpoint.parent.name != "checkpoints":
-        return None
+    (``<root>/checkpoints/x.ckpt`` → ``<root>/test_scores.json``), or None; a file that cannot be
+    read is None too, with a warning (the card is written without scores)."""
     path = checkpoint.parent.parent / "test_scores.json"
+    if checkpoint.parent.name != "checkpoints" or not path.is_file():
+        return None
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) and isinstance(record.get("scores"), dict) else None
+    except (OSError, ValueError) as err:
+        record = err
+    if isinstance(record, dict) and isinstance(record.get("scores"), dict):
+        return record
+    why = record if isinstance(record, Exception) else "no scores mapping"
+    log.warning("%s: not a bertkit test scores file (%s); the model card has no scores", path, why)
+    return None
 
 
 def model_card(model: Any, architecture: str, checkpoint: str | Path, stored: dict[str, Any], folder: Path) -> str:
