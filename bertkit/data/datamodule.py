@@ -23,13 +23,13 @@ from torch.utils.data import DataLoader
 
 from bertkit.data.collate import pad_batch
 from bertkit.data.hf_datasets import HFSplits, load_splits
+from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import (
-    EpochRandomSampler,
     EvalShardSampler,
-    LengthGroupedSampler,
     TaskEvalBatchSampler,
     TaskMixingBatchSampler,
     TokenBudgetBatchSampler,
+    TrainShardSampler,
 )
 from bertkit.data.samples import cache_dir
 from bertkit.model.tokenizer import BertTokenizer
@@ -93,7 +93,10 @@ class BertDataModule(pl.LightningDataModule):
             examples as the validation split: a random subset drawn with ``seed``, so the same
             seed gives the same split (for data sets without a dev file, such as MRPC).
         max_length: tokens per feature, specials included (≤ max_position_embeddings).
-        batch_size: training batch size (features); see ``max_tokens``.
+        batch_size: training batch size (features) of each process; with N processes each step
+            trains on the N x ``batch_size`` features one process would take with that batch size
+            (``TrainShardSampler``), and a run resumed inside an epoch goes on with the batch after
+            the checkpoint's (``TrainingLoader``). See ``max_tokens``.
         max_tokens: define training batches by a token budget instead: at most this many real
             tokens per batch with the unpadded encoder (``model.unpad``), at most batch size x
             longest feature with the padded one (``TokenBudgetBatchSampler``). Random order each
@@ -180,6 +183,8 @@ class BertDataModule(pl.LightningDataModule):
         self.features: dict[str, list[Feature]] = {}
         self.predict_part: tuple[int, bool] | None = None
         """(index, whether it is the last) of the predict part now held; None: not predicting in parts."""
+        self._train_loader: TrainingLoader | None = None
+        self._train_place: dict[str, Any] | None = None
 
     def attach(self, model: Any) -> None:
         """Read and featurize with ``model``'s task and tokenizer (and its ``unpad`` setting), as
@@ -471,6 +476,8 @@ class BertDataModule(pl.LightningDataModule):
         else:
             lengths = [len(f["input_ids"]) for f in features]
         tasks = [f["task"] for f in features] if hp.tasks else None
+        world = self.trainer.world_size if self.trainer is not None else 1
+        rank = self.trainer.global_rank if self.trainer is not None else 0
         if tasks and train:
             self._single_process("data.tasks")
             kwargs = dict(batch_sampler=TaskMixingBatchSampler(tasks, hp.batch_size, hp.seed, hp.task_temperature))
@@ -480,17 +487,22 @@ class BertDataModule(pl.LightningDataModule):
         elif train and hp.max_tokens:
             kwargs = dict(batch_sampler=self._token_budget(lengths))
         elif train:
-            if hp.group_by_length:
-                sampler = LengthGroupedSampler(lengths, hp.batch_size, hp.seed)
-            else:
-                sampler = EpochRandomSampler(len(lengths), hp.seed)
+            sampler = TrainShardSampler(lengths, hp.batch_size, hp.seed, hp.group_by_length, world, rank)
+            if sampler.left_out() and rank == 0:
+                log.warning(
+                    "%d training features, %d processes x data.batch_size %d: each epoch's last %d features (others "
+                    "each epoch) make a batch for fewer than %d processes and are left out",
+                    len(lengths), world, hp.batch_size, sampler.left_out(), world,
+                )  # fmt: skip
             kwargs = dict(batch_size=hp.batch_size, sampler=sampler)
         else:
             order = sorted(range(len(features)), key=lambda i: -lengths[i])
-            world = self.trainer.world_size if self.trainer is not None else 1
-            sampler = EvalShardSampler(order, world, self.trainer.global_rank) if world > 1 else order
+            sampler = EvalShardSampler(order, world, rank) if world > 1 else order
             kwargs = dict(batch_size=hp.eval_batch_size or 2 * hp.batch_size, sampler=sampler)
-        return DataLoader(
+        if train:
+            settings = (hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, tasks, hp.task_temperature, world)
+            kwargs["data"] = fingerprint(lengths, *settings)
+        return (TrainingLoader if train else DataLoader)(
             features,
             # The loader draws its workers' base seed from this generator, not from torch's global
             # one: dropout's random numbers stay where a checkpoint saved them (exact resume).
@@ -515,7 +527,24 @@ class BertDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", train=True)
+        loader = self._loader("train", train=True)
+        if self._train_place is not None:
+            loader.load_state_dict(self._train_place)
+            self._train_place = None
+        self._train_loader = loader
+        return loader
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training loader's place in its epoch (``TrainingLoader.state_dict``), saved in
+        checkpoints. Lightning also saves and restores a stateful training loader itself, but only
+        when the loader is built after the checkpoint is restored; ``BertModule`` builds it earlier,
+        to size its learning-rate schedule (``trainer.estimated_stepping_batches``), while the data
+        module is restored first."""
+        return {"train_loader": self._train_loader.state_dict()} if self._train_loader is not None else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Keep the checkpoint's place for the next training loader."""
+        self._train_place = state.get("train_loader")
 
     def val_dataloader(self) -> DataLoader:
         if "validation" in self.examples:

@@ -1,7 +1,8 @@
-"""Batch orders of ``BertDataModule``: random or length-grouped training orders, token-budget
-batches, multi-task batches (one task per batch, tasks mixed by temperature), and evaluation
-shards. Each training order is drawn from ``seed + epoch``: the same in every process and after
-resuming from a checkpoint. Temperature-scaled task mixing: Arivazhagan et al. 2019, "Massively
+"""Batch orders of ``BertDataModule``: random or length-grouped training orders shared among
+processes, token-budget batches, multi-task batches (one task per batch, tasks mixed by
+temperature), and evaluation shards. Each training order is drawn from ``seed + epoch``: the same
+in every process and after resuming from a checkpoint, and it can begin inside an epoch
+(``ResumableOrder``). Temperature-scaled task mixing: Arivazhagan et al. 2019, "Massively
 Multilingual Neural Machine Translation in the Wild", §4.2; Raffel et al. 2020 (T5), §3.5.2.
 """
 
@@ -14,21 +15,28 @@ import torch
 from torch.utils.data import DistributedSampler, Sampler
 
 
-class EpochRandomSampler(Sampler[int]):
-    """A random order of ``range(n)`` drawn from ``seed + epoch``: the same order for the same
-    epoch in any process, also after resuming from a checkpoint."""
+class ResumableOrder:
+    """Mixin of the training orders: an epoch's order can begin after its first ``batches``
+    batches (``resume``), so a run resumed from a checkpoint written inside an epoch goes on with
+    the batch after the last one it trained on (``bertkit.data.resumable.TrainingLoader``)."""
 
-    def __init__(self, n: int, seed: int = 0) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
+    epoch: int
+    _resume: tuple[int, int] | None = None
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+    def resume(self, epoch: int, batches: int) -> None:
+        """Skip the first ``batches`` batches of epoch ``epoch`` at the next iteration (of that
+        epoch only: a resume at an epoch's end begins the next epoch from its start)."""
+        self._resume = (epoch, batches)
 
-    def __len__(self) -> int:
-        return self.n
+    def begins_at(self) -> int:
+        """Batches the next iteration of this epoch skips."""
+        return self._resume[1] if self._resume is not None and self._resume[0] == self.epoch else 0
 
-    def __iter__(self) -> Iterator[int]:
-        yield from torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + self.epoch)).tolist()
+    def start(self) -> int:
+        """``begins_at()``, read by the iteration itself: later iterations begin at the start."""
+        start = self.begins_at()
+        self._resume = None
+        return start
 
 
 class LengthGroupedSampler(Sampler[int]):
@@ -61,7 +69,67 @@ class LengthGroupedSampler(Sampler[int]):
             yield from batches[b]
 
 
-class EpochBatchSampler(Sampler[list[int]]):
+class TrainShardSampler(ResumableOrder, DistributedSampler):
+    """One process's share of an epoch's training order, in runs of ``batch_size`` indices: at
+    every step the processes' batches together are the batch that one process with
+    ``batch_size * num_replicas`` takes (the same examples in the same steps, whatever the
+    number of processes). The order is drawn from ``seed + epoch``: random, or length-grouped
+    over the global batch (``LengthGroupedSampler``). A last global batch shorter than the others
+    is split as evenly as possible; one with fewer examples than processes is left out (a
+    process with no batch would wait in the gradient all-reduce), which the data module reports.
+    Lightning leaves a ``DistributedSampler`` as it is.
+
+    Args:
+        lengths: tokens per feature.
+        batch_size: features per batch in each process.
+        seed: seed of the order.
+        group_by_length: length-grouped batches.
+        num_replicas, rank: the process group's size and this process's rank.
+    """
+
+    def __init__(
+        self, lengths: list[int], batch_size: int, seed: int = 0, group_by_length: bool = False,
+        num_replicas: int = 1, rank: int = 0,
+    ) -> None:  # fmt: skip
+        self.lengths, self.batch_size, self.seed, self.group_by_length = lengths, batch_size, seed, group_by_length
+        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+        self._cache: tuple[int, list[list[int]]] | None = None
+
+    def left_out(self) -> int:
+        """Examples left out of every epoch: a last global batch with fewer than ``num_replicas``."""
+        rest = len(self.lengths) % (self.batch_size * self.num_replicas)
+        return rest if rest < self.num_replicas else 0
+
+    def _order(self) -> list[int]:
+        if self.group_by_length:
+            grouped = LengthGroupedSampler(self.lengths, self.batch_size * self.num_replicas, self.seed)
+            grouped.set_epoch(self.epoch)
+            return list(grouped)
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return torch.randperm(len(self.lengths), generator=generator).tolist()
+
+    def batches(self) -> list[list[int]]:
+        """This process's batches of this epoch."""
+        if self._cache is None or self._cache[0] != self.epoch:
+            order, size, world = self._order(), self.batch_size * self.num_replicas, self.num_replicas
+            own = []
+            for i in range(0, len(order) - self.left_out(), size):
+                part = order[i : i + size]
+                share, extra = divmod(len(part), world)
+                begin = self.rank * share + min(self.rank, extra)
+                own.append(part[begin : begin + share + (self.rank < extra)])
+            self._cache = (self.epoch, own)
+        return self._cache[1]
+
+    def __iter__(self) -> Iterator[int]:
+        for batch in self.batches()[self.start() :]:
+            yield from batch
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches())
+
+
+class EpochBatchSampler(ResumableOrder, Sampler[list[int]]):
     """Base of the training batch samplers: ``draw(generator)`` makes an epoch's batches from a
     generator seeded with ``seed + epoch``; ``batches()`` keeps them for the epoch. Lightning calls
     ``set_epoch`` on ``batch_sampler.sampler``, which is the sampler itself."""
@@ -90,7 +158,7 @@ class EpochBatchSampler(Sampler[list[int]]):
         return len(self.batches())
 
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self.batches()
+        yield from self.batches()[self.start() :]
 
 
 class TokenBudgetBatchSampler(EpochBatchSampler):

@@ -170,9 +170,16 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Store the random number generators' states (dropout, masking), so that a resumed run
-        continues exactly as the uninterrupted one would (Lightning restores the rest)."""
+        """Store the random number generators' states (dropout, masking) of every process, so that
+        a resumed run continues exactly as the uninterrupted one would (Lightning restores the
+        rest). Processes draw different amounts (their batches differ in shape), so each keeps its
+        own; every process saves a checkpoint (``Trainer.save_checkpoint`` waits for all), so all
+        take part in the gathering."""
         checkpoint["rng_states"] = rng_states()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            gathered: list[Any] = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(gathered, checkpoint["rng_states"])
+            checkpoint["rng_states_per_rank"] = gathered
 
     @override
     def on_train_start(self) -> None:
@@ -190,7 +197,9 @@ class BertModule(pl.LightningModule):
         Raises:
             ValueError: the head was built with other learned settings than the checkpoint's.
         """
-        self._resumed_rng = checkpoint.get("rng_states")
+        per_rank = checkpoint.get("rng_states_per_rank") or []
+        rank = self.trainer.global_rank if self._trainer is not None else 0
+        self._resumed_rng = per_rank[rank] if rank < len(per_rank) else checkpoint.get("rng_states")
         stored = checkpoint.get("hyper_parameters", {})
         spec = stored.get("task") or stored.get("head") or {}  # release 0.1 stored the head
         self.task.restore_learned(spec.get("init_args", {}), self.head is not None)
