@@ -10,7 +10,7 @@ module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
   ``stored_class`` (a registry's objects; a class named by a file, never imported), and for
   names of an earlier release ``deprecated_alias``, ``forwarding`` and ``renamed``.
 - Tasks: ``Task`` (files, labels, features, records), ``Head`` (layers, loss, metrics, export
-  keys), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
+  keys), ``mean_over_processes`` (a loss that means the same on any number of processes), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
   ``task_from_spec``, ``pad_batch``.
 - Encoders: ``Encoder`` (the protocol a family's module implements), ``EncoderFamily``,
   ``BertConfig`` (``Preset``, ``PRESETS``), ``BertModel`` and its parts a family reuses
@@ -103,6 +103,7 @@ _HOME = {
     "registered": "plugins",
     "stored_class": "plugins",
     "Head": "tasks.head",
+    "mean_over_processes": "tasks.loss",
     "Batch": "tasks.task",
     "Feature": "tasks.task",
     "LazyFeatures": "tasks.task",

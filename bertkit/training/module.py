@@ -135,8 +135,14 @@ class BertModule(pl.LightningModule):
     def build_head(self) -> None:
         """Build the task's head on the encoder (``Task.build_head``, then ``Head.attach``); the
         model builds it itself once the task is ready, and ``Predictor`` builds the head of an
-        export folder whose task has not seen training data (its weights are then read in)."""
-        head = self.task.build_head(self.encoder.config, self.tokenizer)
+        export folder whose task has not seen training data (its weights are then read in).
+
+        The head's initial weights are drawn from torch's last seed (``seed_everything``'s), in a
+        forked generator: the same head whether it is built at once or after the training data
+        is read, and in one process or under DDP (whose start re-seeds the generators)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(torch.initial_seed())
+            head = self.task.build_head(self.encoder.config, self.tokenizer)
         head.attach(self.encoder)
         pooler = getattr(self.encoder, "pooler", None)
         if pooler is not None and not head.reads_pooler:

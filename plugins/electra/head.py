@@ -21,7 +21,7 @@ from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
-from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding
+from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
 
 
 def generator_width(config: BertConfig, generator_size: float) -> int:
@@ -195,10 +195,13 @@ class ElectraPreTrainingHeads(Head):
             return out
         real = batch["attention_mask"].bool()
         target = batch["replaced"]
-        out["rtd_loss"] = F.binary_cross_entropy_with_logits(logits[real].float(), target[real].float())
+        replaced = F.binary_cross_entropy_with_logits(logits[real].float(), target[real].float(), reduction="sum")
+        out["rtd_loss"] = mean_over_processes(replaced, real.sum(), self.training)
         generator_logits, chosen = batch["generator_logits"], batch["chosen"]
         token_losses = F.cross_entropy(generator_logits.float(), batch["labels"][chosen], reduction="none")  # (M,)
-        out["mlm_loss"] = token_losses.mean() if token_losses.numel() else generator_logits.sum() * 0.0
+        # a batch with nothing to predict adds zero, not NaN
+        mlm_total = token_losses.sum() if token_losses.numel() else generator_logits.sum() * 0.0
+        out["mlm_loss"] = mean_over_processes(mlm_total, len(token_losses), self.training)
         out["loss"] = out["mlm_loss"] + self.discriminator_weight * out["rtd_loss"]
         out.update(mlm_logits=generator_logits, mlm_chosen=chosen, mlm_token_losses=token_losses, replaced=target)
         return out

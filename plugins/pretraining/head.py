@@ -18,7 +18,7 @@ from bertkit_plugins.pretraining.loss import LogitsBuffer, linear_cross_entropy
 from torch import nn
 from torchmetrics import MeanMetric
 
-from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding
+from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
 
 
 class MaskedLMPredictions(nn.Module):
@@ -101,7 +101,8 @@ class MaskedLMPredictionHead(Head):
         if labels is not None and self._fused_loss(hidden, decoder):
             hidden = self.predictions.transform(hidden)
             token_losses = linear_cross_entropy(hidden, decoder, self.predictions.bias, labels[chosen], self._logits)
-            out = {"mlm_chosen": chosen, "mlm_token_losses": token_losses, "mlm_loss": token_losses.mean()}
+            mlm_loss = mean_over_processes(token_losses.sum(), token_losses.numel(), self.training)
+            out = {"mlm_chosen": chosen, "mlm_token_losses": token_losses, "mlm_loss": mlm_loss}
             return {**out, "loss": out["mlm_loss"]}
         logits = self.predictions(hidden, decoder)  # (M, V)
         out = {"mlm_logits": logits, "mlm_chosen": chosen}
@@ -110,7 +111,8 @@ class MaskedLMPredictionHead(Head):
         token_losses = F.cross_entropy(logits.float(), labels[chosen], reduction="none")  # (M,)
         out["mlm_token_losses"] = token_losses
         # a batch with nothing to predict (whole words too long for a tiny budget) adds zero, not NaN
-        out["mlm_loss"] = token_losses.mean() if token_losses.numel() else logits.sum() * 0.0
+        mlm_total = token_losses.sum() if token_losses.numel() else logits.sum() * 0.0
+        out["mlm_loss"] = mean_over_processes(mlm_total, len(token_losses), self.training)
         out["loss"] = out["mlm_loss"]
         return out
 
@@ -158,7 +160,8 @@ class PreTrainingHeads(MaskedLMPredictionHead):
         out["sentence_logits"] = self.seq_relationship(encoded.pooler_output)  # (B, 2)
         if "loss" in out:
             name = f"{self.sentence_task}_loss"
-            out[name] = F.cross_entropy(out["sentence_logits"].float(), batch["next_sentence_label"])
+            pairs = F.cross_entropy(out["sentence_logits"].float(), batch["next_sentence_label"], reduction="sum")
+            out[name] = mean_over_processes(pairs, len(batch["next_sentence_label"]), self.training)
             out["loss"] = out["loss"] + out[name]
         return out
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, EncoderOutput, Head, forwarding
+from bertkit.api import Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
 
 if TYPE_CHECKING:
     from bertkit_plugins.question_answering.readers import QAExample
@@ -71,7 +71,10 @@ class AnswerSpanHead(Head):
             starts, ends = batch["start_positions"], batch["end_positions"]
             if (starts >= 0).any():
                 scored = logits.unbind(-1) if self.softmax_over_padding else (start_logits, end_logits)
-                out["loss"] = (F.cross_entropy(scored[0], starts) + F.cross_entropy(scored[1], ends)) / 2
+                both = F.cross_entropy(scored[0], starts, reduction="sum") + F.cross_entropy(
+                    scored[1], ends, reduction="sum"
+                )  # windows labelled -100 (no usable answer) add nothing
+                out["loss"] = mean_over_processes(both / 2, (starts != -100).sum(), self.training)
             else:  # no window of this batch has a usable label
                 out["loss"] = 0.0 * logits.sum()
         return out

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from bertkit_plugins.sequence_classification.metrics import ClassificationMetrics
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding
+from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding, mean_over_processes
 
 if TYPE_CHECKING:
     from bertkit_plugins.sequence_classification.task import SequenceClassification
@@ -102,10 +102,15 @@ class PooledClassificationHead(Head):
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         weight = getattr(self, "loss_weight", None)
         if self.problem_type == "regression":
-            return F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            total = F.mse_loss(logits.squeeze(-1).float(), labels.float(), reduction="sum")
+            return mean_over_processes(total, labels.numel(), self.training)
         if self.problem_type == "multi_label":
-            return F.binary_cross_entropy_with_logits(logits.float(), labels.float(), pos_weight=weight)
-        return F.cross_entropy(logits.float(), labels, weight=weight)
+            total = F.binary_cross_entropy_with_logits(
+                logits.float(), labels.float(), pos_weight=weight, reduction="sum"
+            )
+            return mean_over_processes(total, labels.numel(), self.training)
+        total = F.cross_entropy(logits.float(), labels, weight=weight, reduction="sum")  # weighted: / the weights' sum
+        return mean_over_processes(total, weight[labels].sum() if weight is not None else labels.numel(), self.training)
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         self.metrics[stage].update(outputs["logits"], batch["labels"])

@@ -12,7 +12,7 @@ from bertkit_plugins.token_tagging.metric import EntityF1
 from bertkit_plugins.token_tagging.task import word_level
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding
+from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding, mean_over_processes
 
 
 def compacted_positions(marked: torch.Tensor) -> torch.Tensor:
@@ -102,15 +102,18 @@ class TokenClassificationHead(Head):
         if "labels" in batch and self.crf is not None:
             emissions, words, free_start = self._words(logits, batch["word_index"])
             tags, scored = batch["labels"].gather(1, words.clamp(min=0)), words >= 0
-            out["loss"] = self.crf.nll(emissions, tags, scored, free_start).sum() / scored.sum().clamp(min=1)
+            words_scored = scored.sum()
+            nll = self.crf.nll(emissions, tags, scored, free_start).sum()  # per word: the sentences' sum / words
+            out["loss"] = mean_over_processes(nll, words_scored, self.training)
             if self.emission_loss_weight:
                 out["crf_loss"] = out["loss"]
-                out["emission_loss"] = (
-                    F.cross_entropy(emissions[scored], tags[scored]) if scored.any() else 0 * out["loss"]
-                )
+                token_losses = F.cross_entropy(emissions[scored], tags[scored], reduction="sum")
+                out["emission_loss"] = mean_over_processes(token_losses, words_scored, self.training)
                 out["loss"] = out["loss"] + self.emission_loss_weight * out["emission_loss"]
         elif "labels" in batch:
-            out["loss"] = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+            labels = batch["labels"].flatten()
+            token_losses = F.cross_entropy(logits.flatten(0, 1), labels, ignore_index=-100, reduction="sum")
+            out["loss"] = mean_over_processes(token_losses, (labels != -100).sum(), self.training)
         return out
 
     @staticmethod

@@ -10,7 +10,7 @@ from bertkit_plugins.token_tagging.head import compacted_positions
 from bertkit_plugins.token_tagging.span_metric import SpanF1
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head
+from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, mean_over_processes
 
 
 class SpanClassificationHead(Head):
@@ -64,7 +64,9 @@ class SpanClassificationHead(Head):
         out = {"logits": logits, "span_start": starts, "span_valid": owned.unsqueeze(2) & inside}
         if "span_labels" in batch:
             labels = batch["span_labels"].view(size, count, width)
-            out["loss"] = F.cross_entropy(logits.flatten(0, 2).float(), labels.flatten(), ignore_index=-100)
+            labels = labels.flatten()
+            span_losses = F.cross_entropy(logits.flatten(0, 2).float(), labels, ignore_index=-100, reduction="sum")
+            out["loss"] = mean_over_processes(span_losses, (labels != -100).sum(), self.training)
         return out
 
     def decode(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, torch.Tensor]:

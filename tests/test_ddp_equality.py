@@ -1,0 +1,94 @@
+"""Two processes train the model one process trains. With dropout off and float32 on the CPU,
+1 process x batch 8 and 2 DDP processes x batch 4 take the same examples in the same steps
+(``TrainShardSampler``) and their losses are means over the whole global batch
+(``mean_over_processes``), so every step's loss, the final weights and the scores agree. Not to the
+last bit: the two layouts add the same numbers in another order (each process sums its half,
+then the all-reduce adds the halves), which moves float32 sums by a few units in the last place;
+Adam's update divides by the gradient's root mean square, so those differences stay relative
+(except where the gradient is zero, see ``NO_GRADIENT``)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
+from tests.test_qa_train import toy_squad
+
+pytestmark = [pytest.mark.slow, pytest.mark.ddp]
+
+TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
+TWO = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
+LOSS_TOLERANCE = 1e-5  # relative, per step
+WEIGHT_TOLERANCE = 1e-5  # absolute, every weight but NO_GRADIENT's
+# A softmax over positions does not change when every position's logit moves by the same amount,
+# so the span scorer's bias has a gradient of exactly 0 in exact arithmetic: what it gets is
+# rounding, whose sign Adam turns into steps of about the learning rate. It moves the model's
+# outputs by nothing.
+NO_GRADIENT = {"head.qa_outputs.bias"}
+
+
+def _tsv(folder: Path) -> None:
+    rng = random.Random(7)
+    words = ["good", "bad", "fine", "awful", "film", "plot", "the", "a"]
+    lines = ["sentence\tlabel"] + [f"{' '.join(rng.choices(words, k=rng.randint(2, 9)))}\t{i % 2}" for i in range(40)]
+    (folder / "train.tsv").write_text("\n".join(lines) + "\n")
+
+
+def _squad(folder: Path) -> None:
+    (folder / "train.json").write_text(json.dumps(toy_squad(40, random.Random(3))))
+
+
+HEADS = {  # recipe, arguments, data writer
+    "token_classification": (RECIPE, ["--model.task.init_args.crf=false", "--model.task.init_args.emission_loss_weight=0"], None),
+    "token_classification_crf": (RECIPE, ["--model.task.init_args.crf=true"], None),
+    "nested_spans": (ROOT / "recipes/ner_nested.yaml", [], None),
+    "sequence_classification": (ROOT / "recipes/sst2.yaml", ["--data.data_dir=.", "--data.validation_file=train.tsv"], _tsv),
+    "question_answering": (
+        ROOT / "recipes/squad.yaml",
+        ["--data.data_dir=.", "--data.train_file=train.json", "--data.validation_file=train.json", "--data.max_length=48"],
+        _squad,
+    ),
+}  # fmt: skip
+
+
+def fit(folder: Path, recipe: Path, args: list[str], layout: list[str]) -> tuple[list[float], dict, dict]:
+    """Fit 3 steps in ``folder``; the per-step losses, the final weights and the validation scores."""
+    folder.mkdir()
+    common = ["--config", str(recipe), *TINY, *args, "--trainer.enable_progress_bar=false"]
+    run_bertkit_fresh(
+        "fit", *common, *layout, "--trainer.max_steps=3", "--trainer.limit_val_batches=0",
+        "--trainer.callbacks+=tests.equal.NoDropoutStepLosses", f"--trainer.callbacks.path={folder / 'losses'}",
+        cwd=folder, env={"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    last = next(folder.glob("runs/*/checkpoints/last.ckpt"))
+    run_bertkit_fresh("validate", *common, f"--ckpt_path={last}", cwd=folder)
+    scores = json.loads(next(folder.glob("runs/*/validate_scores.json")).read_text())["scores"]
+    losses = [json.loads(line) for line in (folder / "losses").read_text().split()]
+    return losses, torch.load(last, weights_only=True)["state_dict"], scores
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_two_processes_train_what_one_process_trains(tmp_path, head):
+    recipe, args, write = HEADS[head]
+    if write is not None:
+        write(tmp_path)
+        args = [a.replace("=.", f"={tmp_path}") for a in args]
+    one = fit(tmp_path / "one", recipe, args, ["--data.batch_size=8"])
+    two = fit(tmp_path / "two", recipe, args, [*TWO, "--data.batch_size=4"])
+    (losses, weights, scores), (losses2, weights2, scores2) = one, two
+    assert len(losses) == len(losses2) == 3
+    assert losses2 == pytest.approx(losses, rel=LOSS_TOLERANCE)
+    assert weights.keys() == weights2.keys()
+    assert all(torch.equal(weights[k].isnan(), weights2[k].isnan()) for k in weights)
+    differences = {k: float((weights[k].double() - weights2[k].double()).nan_to_num(0.0).abs().max()) for k in weights}
+    worst = max(v for k, v in differences.items() if k not in NO_GRADIENT)
+    assert worst < WEIGHT_TOLERANCE, sorted(differences.items(), key=lambda kv: -kv[1])[:3]
+    assert {k: round(v, 4) for k, v in scores.items()} == {k: round(v, 4) for k, v in scores2.items()}
+    print(
+        f"{head}: max |d loss| {max(abs(a - b) for a, b in zip(losses, losses2, strict=True)):.2e}, max |d weight| {worst:.2e}"
+    )
