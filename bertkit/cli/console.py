@@ -5,6 +5,7 @@ settings and data) is kept."""
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 
 # Messages (by their start) Lightning logs at INFO that carry nothing for the run.
@@ -31,8 +32,8 @@ _DROPPED_WARNINGS = (
 
 
 class _DropInfo(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_DROPPED_INFO)
+    def filter(self, record: logging.LogRecord) -> bool:  # under DDP, Lightning prefixes "[rank: N] "
+        return not re.sub(r"^\[rank: \d+\] ", "", str(record.msg)).startswith(_DROPPED_INFO)
 
 
 def quiet() -> None:

@@ -259,7 +259,8 @@ class BertModule(pl.LightningModule):
 
     @override
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        self.log("train/tokens", batch["attention_mask"].sum().float(), reduce_fx="sum", on_step=False, on_epoch=True)
+        tokens = batch["attention_mask"].sum().float()  # every process's, summed at the epoch's end
+        self.log("train/tokens", tokens, reduce_fx="sum", on_step=False, on_epoch=True, sync_dist=True)
         loss = self._shared_step(batch, "train")["loss"]
         bad = not bool(torch.isfinite(loss))  # one such step would make every weight NaN
         if self.trainer.world_size > 1:  # every process stops together (none waits in the all-reduce)

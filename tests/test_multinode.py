@@ -1,0 +1,96 @@
+"""Two "nodes" of two processes each on one machine: ``torchrun --nnodes 2 --node_rank 0|1``
+with the rendezvous on 127.0.0.1 and gloo, as a cluster runs them (docs/multinode.md), the
+working directory shared as a cluster's file system would be. ``fit`` and ``test`` of the NER
+recipe on a tiny model finish on all four processes; rank 0 alone writes (one log version, one
+summary, one scores file); and the 4 x batch 2 layout trains the model that 1 process x batch 8
+trains (``tests/test_ddp_equality.py`` explains the tolerances)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
+from tests.test_ddp_equality import LOSS_TOLERANCE, WEIGHT_TOLERANCE
+
+pytestmark = [pytest.mark.slow, pytest.mark.ddp]
+
+COMMON = [
+    "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
+    "--trainer.enable_progress_bar=false",
+]  # fmt: skip
+FIT = ["--trainer.max_steps=3", "--trainer.limit_val_batches=0", "--trainer.callbacks+=tests.equal.NoDropoutStepLosses"]
+NODES = ["--trainer.num_nodes=2", "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.accelerator=cpu"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def on_two_nodes(cwd: Path, *args: str) -> list[str]:
+    """``bertkit ARGS`` under torchrun on two nodes of two processes; each node's output."""
+    bin_dir = Path(sys.executable).parent
+    env = {**{k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}, "PYTHONPATH": str(ROOT)}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    port = free_port()
+    launch = [
+        str(bin_dir / "torchrun"), "--nnodes", "2", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+        "--master_port", str(port), "--no-python",
+    ]  # fmt: skip
+    nodes = [
+        subprocess.Popen(
+            [*launch, "--node_rank", str(rank), "bertkit", *args],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=600)[0] for node in nodes]
+    for node, output in zip(nodes, outputs, strict=True):
+        assert node.returncode == 0, output[-4000:]
+    return outputs
+
+
+def test_fit_and_test_on_two_nodes_of_two_processes(tmp_path):
+    (tmp_path / "one").mkdir(), (tmp_path / "four").mkdir()
+    one = tmp_path / "one"
+    run_bertkit_fresh(
+        "fit", *COMMON, *FIT, f"--trainer.callbacks.path={one / 'losses'}", "--data.batch_size=8", cwd=one,
+        env={"PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    four = tmp_path / "four"
+    fitted = on_two_nodes(
+        four, "fit", *COMMON, *FIT, *NODES, f"--trainer.callbacks.path={four / 'losses'}", "--data.batch_size=2"
+    )
+    assert [out.count("bertkit fit: done after") for out in fitted] == [1, 0]  # rank 0's summary only
+    assert sorted(p.name for p in (four / "runs/ner/logs").iterdir()) == ["version_0"]
+    assert sorted(p.name for p in (four / "runs/ner/checkpoints").iterdir()) == ["last.ckpt"]
+
+    losses = [[json.loads(x) for x in (run / "losses").read_text().split()] for run in (one, four)]
+    assert len(losses[0]) == 3 and losses[1] == pytest.approx(losses[0], rel=LOSS_TOLERANCE)
+    weights = [
+        torch.load(run / "runs/ner/checkpoints/last.ckpt", weights_only=True)["state_dict"] for run in (one, four)
+    ]
+    worst = max(float((weights[0][k].double() - weights[1][k].double()).abs().max()) for k in weights[0])
+    assert worst < WEIGHT_TOLERANCE
+
+    tested = on_two_nodes(four, "test", *COMMON, *NODES, "--ckpt_path=last")
+    assert [out.count("test/f1") > 0 for out in tested] == [True, False]
+    scores = json.loads((four / "runs/ner/test_scores.json").read_text())["scores"]
+    run_bertkit_fresh("test", *COMMON, "--ckpt_path=last", cwd=four)
+    alone = json.loads((four / "runs/ner/test_scores.json").read_text())["scores"]
+    assert "test/f1" in alone and {k: v for k, v in scores.items() if not k.endswith("loss")} == pytest.approx(
+        {k: v for k, v in alone.items() if not k.endswith("loss")}
+    )
