@@ -1,7 +1,9 @@
 """What a CRF-trained NER export gives transformers users: entity F1 on CoNLL-2003 ``eng.testb``
 of one export read by bertkit (``Predictor``: the CRF's Viterbi path, as ``bertkit predict``) and
 by transformers' ``pipeline("token-classification")`` with ``aggregation_strategy`` "first"
-(a word takes its first sub-word's tag: what the model was trained on) and "simple", for the NER
+(a word takes its first sub-word's tag: what the model was trained on) and "simple", and by the
+export's own pipeline (``pipeline(model=folder, trust_remote_code=True)``: ``crf_pipeline.py``,
+the CRF's Viterbi decoding inside transformers), for the NER
 recipe trained with the CRF's loss alone and with the emissions' cross-entropy beside it
 (``model.task.init_args.emission_loss_weight``), over seeds.
 
@@ -33,7 +35,7 @@ from bertkit.utils.io import atomic_path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "crf_export.json"
 TEST = "ner/conll2003/eng.testb"
-READERS = ("bertkit (CRF Viterbi)", "pipeline first", "pipeline simple")
+READERS = ("bertkit (CRF Viterbi)", "pipeline first", "pipeline simple", "pipeline trust_remote_code (CRF)")
 
 
 def read_export(folder: Path, texts: list[str], gold: list) -> dict[str, float]:
@@ -50,6 +52,8 @@ def read_export(folder: Path, texts: list[str], gold: list) -> dict[str, float]:
         pipe = pipeline("token-classification", model=str(folder), device=-1, aggregation_strategy=strategy)
         answers = pipeline_answers("conll2003", texts, pipe(texts, batch_size=32))
         scores[f"pipeline {strategy}"] = score("conll2003", answers, gold)
+    pipe = pipeline(model=str(folder), device=-1, trust_remote_code=True)
+    scores[READERS[3]] = score("conll2003", pipeline_answers("conll2003", texts, pipe(texts, batch_size=32)), gold)
     return {k: round(v, 2) for k, v in scores.items()}
 
 

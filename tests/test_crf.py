@@ -207,3 +207,25 @@ def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(wei
 def test_an_emission_loss_without_a_crf_or_below_zero_is_refused(options, message):
     with pytest.raises(ValueError, match=message):
         TokenClassification(entity_types=["PER"], **options)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    types=st.lists(st.sampled_from(["PER", "LOC", "ORG", "MISC"]), min_size=1, max_size=3, unique=True),
+    words=st.integers(1, 12), seed=st.integers(0, 10_000),
+)  # fmt: skip
+def test_the_exported_pipeline_decodes_as_the_crf(types, words, seed):
+    """``crf_pipeline.py`` (written into exports, importing no bertkit) finds the path bertkit's
+    constrained CRF finds, for any tag set, scores and sentence length."""
+    from bertkit_plugins.token_tagging.crf_pipeline import best_path, iob2_scores
+
+    tags = ["O", *(f"{p}-{t}" for t in types for p in "BI")]
+    generator = torch.Generator().manual_seed(seed)
+    crf = CRF(tags)
+    with torch.no_grad():
+        for parameter in crf.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 3)
+    emissions = torch.randn(1, words, len(tags), generator=generator) * 3
+    ours = crf.decode(emissions, torch.ones(1, words, dtype=torch.bool))[0].tolist()
+    theirs = best_path(emissions[0], *iob2_scores(tags, crf.transitions, crf.start_transitions, crf.end_transitions))
+    assert theirs == ours

@@ -17,6 +17,7 @@ from bertkit_plugins.token_tagging import TokenClassification
 from safetensors import safe_open
 
 from bertkit import BertModule
+from tests.conftest import ROOT
 
 TEXTS = ["Peter Blackburn flew to Oslo.", "EU rejects German call to boycott British lamb .", "Fine."]
 
@@ -198,3 +199,34 @@ def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="bertkit.commands.card"):
         assert main(["export", str(run / "checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"]) == 0
     assert "test_scores.json: not a bertkit test scores file" in caplog.text
+
+
+def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, tmp_path):
+    """``pipeline(model=export, trust_remote_code=True)`` runs the export's own pipeline
+    (``crf_pipeline.py``): the entities ``bertkit predict`` finds, by type and character span;
+    the plain ``token-classification`` pipeline still loads without remote code."""
+    from transformers import pipeline
+
+    from bertkit.cli import main
+    from bertkit.inference.predictor import Predictor
+
+    assert (
+        main(["export", str(sample_run / "runs/ner/checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"])
+        == 0
+    )
+    lines = (ROOT / "plugins/token_tagging/sample/test.conll").read_text().split("\n\n")
+    texts = [
+        " ".join(row.split()[0] for row in block.splitlines() if row and not row.startswith("-DOCSTART-"))
+        for block in lines
+    ]
+    texts = [t for t in texts if t][:60]
+    ours = [
+        {(e["type"], e["start"], e["end"]) for e in r["entities"]}
+        for r in Predictor.load(tmp_path / "out").predict(texts)
+    ]
+    tagger = pipeline(model=str(tmp_path / "out"), trust_remote_code=True, device=-1)
+    assert type(tagger).__name__ == "CRFTokenClassificationPipeline"
+    theirs = [{(e["entity_group"], e["start"], e["end"]) for e in found} for found in tagger(texts)]
+    assert theirs == ours and sum(map(len, ours)) > 0
+    plain = pipeline("token-classification", model=str(tmp_path / "out"), device=-1)
+    assert type(plain).__name__ == "TokenClassificationPipeline" and len(plain(texts[:2])) == 2

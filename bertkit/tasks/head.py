@@ -111,6 +111,12 @@ class Head(nn.Module):
         """``config.json`` entries ``hf_architecture`` needs (``id2label``, ``problem_type`` …)."""
         return {}
 
+    def hf_files(self) -> dict[str, str]:
+        """Files written beside ``config.json`` for ``transformers`` users (name -> text): e.g. a
+        pipeline class that ``hf_config``'s ``custom_pipelines`` names, which ``pipeline(...,
+        trust_remote_code=True)`` runs. Such a file must import neither bertkit nor the plugin."""
+        return {}
+
     def hf_notes(self) -> str:
         """What a ``transformers`` user of the export must know that its class does not say:
         layers it leaves out or decoding it does otherwise (Markdown; the export's model card

@@ -30,6 +30,7 @@ from bertkit.model.weights import save_encoder
 from bertkit.tasks.head import Head
 from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
 from bertkit.training.rng import rng_states, set_rng_states
+from bertkit.utils.io import atomic_path
 from bertkit.utils.precision import native_bf16
 
 ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
@@ -363,7 +364,7 @@ class BertModule(pl.LightningModule):
         layer is kept; the encoder family names the class (``ElectraForTokenClassification`` for
         an ELECTRA encoder). A head no such class computes (mean pooling) exports the encoder alone
         (``BertModel``, ``ElectraModel``), with a warning. Any export loads as ``pretrained`` in
-        any recipe. Files are replaced atomically.
+        any recipe. The head's ``hf_files`` are written beside them. Files are replaced atomically.
 
         Returns:
             The ``transformers`` class written into ``config.json``'s ``architectures``.
@@ -391,6 +392,9 @@ class BertModule(pl.LightningModule):
             self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames
         )
         self.tokenizer.save(directory)
+        for name, text in (self.head.hf_files() if head_state else {}).items():
+            with atomic_path(Path(directory) / name) as tmp:
+                tmp.write_text(text, encoding="utf-8")
         return architecture or plain
 
     @override

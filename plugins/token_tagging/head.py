@@ -3,6 +3,7 @@ optional linear-chain CRF over the words' first sub-words (``crf.CRF``; Lample e
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -13,6 +14,10 @@ from bertkit_plugins.token_tagging.task import word_level
 from torch import nn
 
 from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding, mean_over_processes
+
+CRF_PIPELINE_TASK = "crf-token-classification"
+"""The task name of the CRF's transformers pipeline in an export's ``custom_pipelines`` (not
+``token-classification``: the plain pipeline keeps working without ``trust_remote_code``)."""
 
 
 def compacted_positions(marked: torch.Tensor) -> torch.Tensor:
@@ -74,8 +79,27 @@ class TokenClassificationHead(Head):
         return state
 
     def hf_config(self) -> dict[str, Any]:
-        """IOB2 tags by id (``O``, ``B-PER`` …)."""
-        return {"id2label": dict(enumerate(self.tags)), "label2id": {t: i for i, t in enumerate(self.tags)}}
+        """IOB2 tags by id (``O``, ``B-PER`` …); with a CRF, the ``crf-token-classification``
+        pipeline of ``crf_pipeline.py`` (``hf_files``) as a custom pipeline."""
+        config: dict[str, Any] = {
+            "id2label": dict(enumerate(self.tags)),
+            "label2id": {t: i for i, t in enumerate(self.tags)},
+        }
+        if self.crf is not None:
+            config["custom_pipelines"] = {
+                CRF_PIPELINE_TASK: {
+                    "impl": "crf_pipeline.CRFTokenClassificationPipeline", "pt": ["AutoModelForTokenClassification"],
+                    "tf": [], "type": "text",
+                }
+            }  # fmt: skip
+        return config
+
+    def hf_files(self) -> dict[str, str]:
+        """With a CRF, ``crf_pipeline.py``: transformers' token-classification pipeline decoding with
+        the CRF, as bertkit does (``pipeline(model=folder, trust_remote_code=True)``)."""
+        if self.crf is None:
+            return {}
+        return {"crf_pipeline.py": (Path(__file__).parent / "crf_pipeline.py").read_text(encoding="utf-8")}
 
     def hf_notes(self) -> str:
         """With a CRF: transformers ignores it and tags each token by the argmax of its logits."""
@@ -89,7 +113,11 @@ class TokenClassificationHead(Head):
             "word's first sub-word and decode them with the CRF:\n\n"
             "```python\nfrom bertkit_plugins.token_tagging.crf import CRF\n\n"
             "tags = CRF.from_export(folder).decode(logits[:, first_subwords], mask)\n```\n\n"
-            "or use `bertkit predict` / `Predictor.from_export` (PyTorch or the ONNX graph), which do."
+            "or use `bertkit predict` / `Predictor.from_export` (PyTorch or the ONNX graph), which do. "
+            "In transformers alone, the export's own pipeline (`crf_pipeline.py`, needing only torch, "
+            "transformers and safetensors) decodes with the CRF as bertkit does:\n\n"
+            "```python\nfrom transformers import pipeline\n\n"
+            "tagger = pipeline(model=folder, trust_remote_code=True)\n```"
         )
 
     def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
