@@ -53,7 +53,12 @@ HEADS = {  # recipe, arguments, data writer
         ["--data.data_dir=.", "--data.train_file=train.json", "--data.validation_file=train.json", "--data.max_length=48"],
         _squad,
     ),
+    "pretraining_mlm_nsp": (
+        ROOT / "recipes/pretrain_bert.yaml", ["--data.max_length=32", "--model.task.init_args.dynamic_masking=true"], None
+    ),
 }  # fmt: skip
+# ELECTRA is left out: its generator samples the replacement tokens in each process from that
+# process's random generator, so the discriminator's inputs differ with the number of processes.
 
 
 def fit(folder: Path, recipe: Path, args: list[str], layout: list[str]) -> tuple[list[float], dict, dict]:

@@ -139,9 +139,11 @@ def test_dynamic_masks_change_in_training_and_stay_fixed_in_evaluation(tmp_path:
     model = BertModule(PreTraining(masking=NgramMasking()), pretrained="all-MiniLM-L6-v2")
     data = model.task.featurize(model.task.read(directory), model.tokenizer, 48)
     assert isinstance(data, PreTrainingInstances) and len(data) == len(Shards(directory))
-    torch.manual_seed(0)
-    draws = [data[0]["labels"] for _ in range(5)]
-    assert len({tuple(d) for d in draws}) > 1
+    draws = [data[(epoch, 0)]["labels"] for epoch in range(5)]
+    assert len({tuple(d) for d in draws}) > 1  # new masks each epoch …
+    assert data[(2, 0)] == data[(2, 0)]  # … drawn from (seed, epoch, index): the same in any process or resume
+    data.for_training(True, seed=1)
+    assert [data[(epoch, 0)]["labels"] for epoch in range(5)] != draws  # and from data.seed
     data.training = False
     assert data[0] == data[0] and data[3] == data[3]
     item = data[3]

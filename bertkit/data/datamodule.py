@@ -471,7 +471,7 @@ class BertDataModule(pl.LightningDataModule):
         # Lazy features (memory-mapped pre-training shards) give their lengths without reading
         # them, and learn whether they feed training (fresh dynamic masks) or evaluation.
         if isinstance(features, LazyFeatures):
-            features.for_training(train)
+            features.for_training(train, hp.seed)
             lengths = features.lengths
         else:
             lengths = [len(f["input_ids"]) for f in features]
@@ -502,6 +502,8 @@ class BertDataModule(pl.LightningDataModule):
         if train:
             settings = (hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, tasks, hp.task_temperature, world)
             kwargs["data"] = fingerprint(lengths, *settings)
+            order = kwargs.get("batch_sampler") or kwargs["sampler"]
+            order.keyed = isinstance(features, LazyFeatures) and features.epoch_keyed
         return (TrainingLoader if train else DataLoader)(
             features,
             # The loader draws its workers' base seed from this generator, not from torch's global

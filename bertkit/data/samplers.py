@@ -22,6 +22,11 @@ class ResumableOrder:
 
     epoch: int
     _resume: tuple[int, int] | None = None
+    keyed = False
+    """Yield ``(epoch, index)`` instead of ``index`` (for ``LazyFeatures.epoch_keyed`` features)."""
+
+    def key(self, index: int) -> int | tuple[int, int]:
+        return (self.epoch, index) if self.keyed else index
 
     def resume(self, epoch: int, batches: int) -> None:
         """Skip the first ``batches`` batches of epoch ``epoch`` at the next iteration (of that
@@ -121,9 +126,9 @@ class TrainShardSampler(ResumableOrder, DistributedSampler):
             self._cache = (self.epoch, own)
         return self._cache[1]
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[int | tuple[int, int]]:
         for batch in self.batches()[self.start() :]:
-            yield from batch
+            yield from map(self.key, batch)
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches())
@@ -157,8 +162,9 @@ class EpochBatchSampler(ResumableOrder, Sampler[list[int]]):
     def __len__(self) -> int:
         return len(self.batches())
 
-    def __iter__(self) -> Iterator[list[int]]:
-        yield from self.batches()[self.start() :]
+    def __iter__(self) -> Iterator[list[int | tuple[int, int]]]:
+        for batch in self.batches()[self.start() :]:
+            yield list(map(self.key, batch))
 
 
 class TokenBudgetBatchSampler(EpochBatchSampler):

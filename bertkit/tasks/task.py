@@ -267,15 +267,22 @@ class TaskExample:
 class LazyFeatures(Sequence[Feature], ABC):
     """Features a task reads on demand (memory-mapped shards too large to hold as dicts): the
     data module asks for the lengths without reading the features, and says whether they feed
-    training or evaluation (a task may draw fresh random choices, such as masks, in training)."""
+    training or evaluation (a task may draw fresh random choices, such as masks, in training).
+
+    With ``epoch_keyed``, a training loader reads ``features[(epoch, index)]`` instead of
+    ``features[index]``: random choices drawn from ``(seed, epoch, index)`` are then the same in
+    any process, DataLoader worker or resumed run, and new each epoch."""
+
+    epoch_keyed: bool = False
 
     @property
     @abstractmethod
     def lengths(self) -> Sequence[int]:
         """Each feature's number of tokens, in order."""
 
-    def for_training(self, training: bool) -> None:
-        """Called with True before a training loader reads them, False before an evaluation one."""
+    def for_training(self, training: bool, seed: int = 0) -> None:
+        """Called with True before a training loader reads them, False before an evaluation one;
+        ``seed`` is the data module's (``data.seed``)."""
 
 
 def by_example(predictions: list[dict[str, Any]], count: int, task: Any) -> list[list[dict[str, Any]]]:

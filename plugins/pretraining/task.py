@@ -15,7 +15,6 @@ import hashlib
 import inspect
 import json
 import logging
-import os
 import random
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
@@ -90,18 +89,20 @@ class PreTrainingInstances(LazyFeatures):
     """Features from prepared shards, masked on the fly (a lazy sequence for the DataLoader).
 
     Static masks (stored by ``prepare``) are used as stored. Dynamic masks (RoBERTa, Liu et al.
-    2019) are drawn anew each time a training instance is read, from a per-process generator
-    seeded by ``torch.initial_seed()`` (``seed_everything`` and each DataLoader worker's seed),
-    and fixed per instance index in evaluation (``for_training(False)``, from the data module),
-    so held-out scores compare across steps.
+    2019) are drawn anew each epoch, from a generator seeded by ``(data.seed, epoch, index)``
+    (``epoch_keyed``: the training order passes the epoch): the same masks in one process or
+    many, with any number of DataLoader workers, and after resuming; in evaluation
+    (``for_training(False)``, from the data module) they are fixed per instance index, so
+    held-out scores compare across steps.
     """
+
+    epoch_keyed = True
 
     def __init__(self, shards: Shards, tokenizer: BertTokenizer, masking: MaskingStrategy, dynamic: bool) -> None:
         self.shards, self.masking, self.dynamic = shards, masking, dynamic
         self.cls_id, self.sep_id, self.mask_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
         self.vocab_size, self.special_ids = tokenizer.vocab_size, tokenizer.special_ids
-        self.training = True
-        self._rng: tuple[int, random.Random] | None = None
+        self.training, self.seed = True, 0
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -110,18 +111,15 @@ class PreTrainingInstances(LazyFeatures):
     def lengths(self) -> np.ndarray:
         return self.shards.lengths
 
-    def for_training(self, training: bool) -> None:
-        self.training = training
+    def for_training(self, training: bool, seed: int = 0) -> None:
+        self.training, self.seed = training, seed
 
-    def _generator(self, index: int) -> random.Random:
-        if not self.training:
-            return random.Random(f"eval/{index}")
-        pid = os.getpid()
-        if self._rng is None or self._rng[0] != pid:
-            self._rng = (pid, random.Random(torch.initial_seed()))
-        return self._rng[1]
+    def _generator(self, epoch: int, index: int) -> random.Random:
+        return random.Random(f"{self.seed}/{epoch}/{index}" if self.training else f"eval/{index}")
 
-    def __getitem__(self, index: int) -> Feature:  # type: ignore[override]
+    def __getitem__(self, key: int | tuple[int, int]) -> Feature:  # type: ignore[override]
+        """The instance ``key``: an index, or ``(epoch, index)`` from a training order."""
+        epoch, index = key if isinstance(key, tuple) else (0, key)
         item = self.shards[index]
         ids = item["input_ids"].tolist()
         a = item["segment_a_length"]
@@ -131,7 +129,7 @@ class PreTrainingInstances(LazyFeatures):
                 ids,
                 item["word_starts"].tolist(),
                 maskable(ids, self.cls_id, self.sep_id),
-                self._generator(index),
+                self._generator(epoch, index),
                 self.mask_id,
                 self.vocab_size,
                 self.special_ids,
