@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,13 @@ def run_bertkit(
             f"bertkit {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
         )
     return proc
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that no process listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run_bertkit_fresh(*args: str, **kwargs) -> subprocess.CompletedProcess:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, free_port, run_bertkit_fresh
 from tests.test_ddp_equality import LOSS_TOLERANCE, WEIGHT_TOLERANCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]
@@ -28,12 +27,6 @@ COMMON = [
 ]  # fmt: skip
 FIT = ["--trainer.max_steps=3", "--trainer.limit_val_batches=0", "--trainer.callbacks+=tests.equal.NoDropoutStepLosses"]
 NODES = ["--trainer.num_nodes=2", "--trainer.devices=2", "--trainer.strategy=ddp", "--trainer.accelerator=cpu"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def on_two_nodes(cwd: Path, *args: str) -> list[str]:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,7 +17,7 @@ import pytest
 import yaml
 
 from bertkit.commands.tuning import Param, Pruning, read_space
-from tests.conftest import RECIPE, run_bertkit
+from tests.conftest import RECIPE, free_port, run_bertkit
 
 pytest.importorskip("optuna")
 
@@ -163,6 +166,14 @@ def test_tune_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     bad = ["--storage", "nosuchdb://x"]
     out = run_bertkit("tune", "--config", str(RECIPE), "--space", "space.yaml", *bad, cwd=tmp_path, check=False)
     assert out.returncode == 2 and "--storage nosuchdb://x: cannot be opened" in out.stderr
+    for bad, said in (
+        ("journal:///no/such/folder/s.log", "no folder /no/such/folder"),
+        ("grpc://x", "grpc://HOST:PORT"),
+    ):
+        out = run_bertkit(
+            "tune", "--config", str(RECIPE), "--space", "space.yaml", "--storage", bad, cwd=tmp_path, check=False
+        )
+        assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
     for option in ("--n_jobs", "--trials"):
         out = run_bertkit(
             "tune", "--config", str(RECIPE), "--space", "space.yaml", option, "0", cwd=tmp_path, check=False
@@ -193,3 +204,58 @@ def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_valid
     assert out.returncode == 2, out.stderr
     assert "ModelCheckpoint monitors val/f2, which the model does not log (it logs " in out.stderr
     assert "val/f1" in out.stderr and not (tmp_path / "runs" / "trials" / "001").exists()
+
+
+def _workers(tmp_path: Path, storage: str, seeds: tuple[int, ...]) -> list[subprocess.CompletedProcess]:
+    """``bertkit tune`` workers started together on one study (the tiny recipe, 4 trials)."""
+    tiny_recipe(tmp_path)
+    (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
+    exe = Path(sys.executable).with_name("bertkit")
+    env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
+    tune = [str(exe), "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", "4"]
+    workers = [
+        subprocess.Popen(
+            [*tune, "--storage", storage, "--seed", str(seed)],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for seed in seeds
+    ]
+    done = [subprocess.CompletedProcess(w.args, w.wait(600), *w.communicate()) for w in workers]
+    assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]
+    return done
+
+
+@pytest.mark.slow
+def test_two_workers_share_a_study_through_a_journal_file(tmp_path: Path) -> None:
+    import optuna
+
+    _workers(tmp_path, "journal://study.log", (1, 2))  # relative: made absolute for the trials
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.log")))
+    trials = optuna.load_study(study_name="tiny", storage=storage).trials
+    assert len(trials) >= 4 and all(t.state.name == "COMPLETE" for t in trials)
+    assert sorted(t.number for t in trials) == list(range(len(trials)))  # each trial taken by one worker
+    folders = [Path(t.user_attrs["folder"]) for t in trials]
+    assert len(set(folders)) == len(trials) and all((f / "checkpoints/last.ckpt").is_file() for f in folders)
+
+
+@pytest.mark.slow
+def test_a_worker_reaches_its_study_through_a_grpc_proxy(tmp_path: Path) -> None:
+    pytest.importorskip("grpc")
+    import threading
+
+    import optuna
+
+    port = free_port()
+    journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "behind.log")))
+    server = threading.Thread(
+        target=optuna.storages.run_grpc_proxy_server, args=(journal,), kwargs={"host": "127.0.0.1", "port": port},
+        daemon=True,
+    )  # fmt: skip
+    server.start()
+    _workers(tmp_path, f"grpc://127.0.0.1:{port}", (1,))
+    trials = optuna.load_study(study_name="tiny", storage=journal).trials
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 4

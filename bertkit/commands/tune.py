@@ -40,8 +40,11 @@ def tune(
         space: (required) a YAML file of recipe keys to ranges ``{low, high, log, step}`` or lists of choices.
         trials: finished trials (complete, pruned or failed) the study should hold.
         n_jobs: trials run at once on this machine (each a process with cores / n_jobs threads).
-        storage: an SQLAlchemy URL for the study (default: SQLite in the run folder); workers on
-            several machines share one study through one database URL. Its password is never
+        storage: an SQLAlchemy URL for the study (default: SQLite in the run folder), or
+            ``journal:///path/study.log`` (Optuna's journal file), or ``grpc://HOST:PORT`` (an
+            Optuna gRPC storage proxy); workers on several machines share one study through one
+            database URL, one journal on a shared file system (NFS) or one proxy. Journals and
+            proxies have no heartbeats: a trial whose worker died stays "running". Its password is never
             printed nor passed on a command line (trials read the study from their environment);
             ``BERTKIT_TUNE_STORAGE`` gives the URL without putting it in ``ps`` either.
         study_name: the study's name in the storage (default: the recipe's file name).

@@ -39,6 +39,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -147,12 +148,56 @@ def make_pruner(name: Pruner) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def open_storage(url: str) -> optuna.storages.RDBStorage:
-    """Optuna's RDB storage with heartbeats: a trial whose process died is failed and re-queued.
+JOURNAL = "journal://"
+"""``journal:///path/to/study.log``: Optuna's journal file (``JournalStorage``), which workers on
+machines that share a file system (NFS) use without a database server."""
+
+
+GRPC = "grpc://"
+"""``grpc://host:port``: an Optuna gRPC storage proxy (``optuna.storages.run_grpc_proxy_server``
+in front of one database), so that many workers do not each hold database connections."""
+
+
+def heartbeats(url: str) -> bool:
+    """Whether the storage at ``url`` records heartbeats (RDB URLs; not journals, not gRPC proxies)."""
+    return not url.startswith((JOURNAL, GRPC))
+
+
+def journal_url(url: str) -> str:
+    """A journal URL with its path made absolute (trial processes may run in other folders);
+    any other URL as it is.
+
+    Raises:
+        ValueError: the journal's folder does not exist.
+    """
+    if not url.startswith(JOURNAL):
+        return url
+    path = Path(url[len(JOURNAL) :]).expanduser().resolve()
+    if not path.parent.is_dir():
+        raise ValueError(f"--storage {url}: no folder {path.parent} for the journal file")
+    return f"{JOURNAL}{path}"
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """Optuna's RDB storage with heartbeats (a trial whose process died is failed and re-queued),
+    or for ``journal://`` URLs its journal file, locked by ``open(O_EXCL)`` (NFSv3 and later),
+    or for ``grpc://host:port`` a gRPC storage proxy (needs ``grpcio``); these two have no
+    heartbeats.
 
     Raises:
         ValueError: the URL cannot be opened (names it).
     """
+    if url.startswith(GRPC):
+        host, _, port = url[len(GRPC) :].rpartition(":")
+        if not (host and port.isdigit()):
+            raise ValueError(f"--storage {url}: expected grpc://HOST:PORT")
+        if find_spec("grpc") is None:
+            raise ValueError(f"--storage {url}: a gRPC storage proxy needs grpcio: pip install grpcio")
+        return optuna.storages.GrpcStorageProxy(host=host, port=int(port))
+    if url.startswith(JOURNAL):
+        path = url[len(JOURNAL) :]
+        lock = optuna.storages.journal.JournalFileOpenLock(path)
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(path, lock_obj=lock))
     try:
         return optuna.storages.RDBStorage(
             url, heartbeat_interval=HEARTBEAT[0], grace_period=HEARTBEAT[1],
@@ -367,6 +412,13 @@ def optimize(study: Study, space: list[Param], trials: int, n_jobs: int, seed: i
         running = [t.number for t in search.get_trials(deepcopy=False, states=(states.RUNNING,))]
         if not running:
             return search
+        if not heartbeats(study.storage):  # a dead worker's trial would be waited for forever
+            print(
+                f"trial(s) {running} still running in other workers: the report counts the finished ones "
+                "(without heartbeats a dead worker looks like a slow one; run bertkit tune --report later)",
+                flush=True,
+            )
+            return search
         # Trials running in other workers (bertkit tune beside this one or on another machine) are
         # waited for, so that the report counts them; one whose worker died goes stale, is failed
         # and re-queued, and is then run here.
@@ -475,7 +527,8 @@ def run(
     study = Study(
         recipe=str(Path(recipe).resolve()), root=root, monitor=checkpoint.monitor,
         direction="maximize" if checkpoint.mode == "max" else "minimize",
-        storage=storage or f"sqlite:///{root / 'tune' / 'study.db'}", name=name or Path(recipe).stem, pruner=pruner,
+        storage=journal_url(storage) if storage else f"sqlite:///{root / 'tune' / 'study.db'}",
+        name=name or Path(recipe).stem, pruner=pruner,
         tracker=str(Path(tracker).resolve()) if tracker else None,
     )  # fmt: skip
     (root / "tune").mkdir(parents=True, exist_ok=True)
