@@ -4,6 +4,8 @@ real run in ``test_cli.test_print_config_reruns_unchanged``)."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 
@@ -49,3 +51,22 @@ def test_plain_lines_count_batches_against_the_epochs_own_total(capsys) -> None:
     assert len(lines) >= 25
     for epoch, batch, total, step in (map(int, line) for line in lines):
         assert total == (10 if epoch <= 2 else 5) and 1 <= batch <= total and step == 10 * (epoch - 1) + batch
+
+
+@pytest.mark.parametrize(
+    ("variable", "rank"), [("RANK", "0"), ("RANK", "3"), ("LOCAL_RANK", "1"), ("SLURM_PROCID", "2")]
+)
+def test_bertkit_notes_print_on_rank_zero_and_errors_everywhere(monkeypatch, variable, rank):
+    from bertkit.cli.console import _RankZero
+
+    for name in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, rank)
+    keep = _RankZero().filter
+
+    def record(name: str, level: int) -> logging.LogRecord:
+        return logging.LogRecord(name, level, __file__, 1, "note", None, None)
+
+    assert keep(record("bertkit.data.datamodule", logging.WARNING)) == (rank == "0")
+    assert keep(record("bertkit_plugins.token_tagging", logging.INFO)) == (rank == "0")
+    assert keep(record("bertkit.cli", logging.ERROR)) and keep(record("somebody.else", logging.WARNING))

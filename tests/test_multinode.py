@@ -68,6 +68,7 @@ def test_fit_and_test_on_two_nodes_of_two_processes(tmp_path):
         four, "fit", *COMMON, *FIT, *NODES, f"--trainer.callbacks.path={four / 'losses'}", "--data.batch_size=2"
     )
     assert [out.count("bertkit fit: done after") for out in fitted] == [1, 0]  # rank 0's summary only
+    assert [out.count("No data directory given") for out in fitted] == [1, 0]  # and its notes
     assert sorted(p.name for p in (four / "runs/ner/logs").iterdir()) == ["version_0"]
     assert sorted(p.name for p in (four / "runs/ner/checkpoints").iterdir()) == ["last.ckpt"]
 

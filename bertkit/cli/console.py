@@ -5,6 +5,7 @@ settings and data) is kept."""
 from __future__ import annotations
 
 import logging
+import os
 import re
 import warnings
 
@@ -36,8 +37,22 @@ class _DropInfo(logging.Filter):
         return not re.sub(r"^\[rank: \d+\] ", "", str(record.msg)).startswith(_DROPPED_INFO)
 
 
+class _RankZero(logging.Filter):
+    """bertkit's notes (the data it reads, settings it changed) are the same in every process:
+    under several processes only global rank 0 prints them; errors print everywhere. The rank
+    is read as Lightning reads it before its strategy starts (``RANK``, ``LOCAL_RANK``,
+    ``SLURM_PROCID``, ``JSM_NAMESPACE_RANK``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR or not record.name.startswith("bertkit"):
+            return True
+        ranks = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+        return next((os.environ[k] for k in ranks if k in os.environ), "0") == "0"
+
+
 def quiet() -> None:
-    """Install the filters (idempotent) on Lightning's loggers and on ``warnings``."""
+    """Install the filters (idempotent) on Lightning's loggers, on the handler that prints
+    bertkit's own records (logging's last resort: bertkit configures none) and on ``warnings``."""
     for name in (
         "pytorch_lightning.utilities.rank_zero",
         "lightning_fabric.utilities.rank_zero",
@@ -46,5 +61,8 @@ def quiet() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropInfo) for f in logger.filters):
             logger.addFilter(_DropInfo())
+    last = logging.lastResort
+    if last is not None and not any(isinstance(f, _RankZero) for f in last.filters):
+        last.addFilter(_RankZero())
     for message in _DROPPED_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
