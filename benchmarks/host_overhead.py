@@ -1,0 +1,258 @@
+"""What a training step costs besides its arithmetic: a tiny encoder (the ``tiny`` preset, 2
+layers x 128) on real batches, so that a step's products take little time and the step's time is
+mostly the framework's. Three sides in one run, on the same batches of the same recipe:
+
+- ``bertkit``: ``trainer.fit`` of the composed recipe with its callbacks, logging, metrics and
+  progress (validation off);
+- ``transformers``: ``Trainer`` on the same model exported with ``save_pretrained`` (the same
+  sizes and head), the same features and batch size, its defaults otherwise;
+- ``bare``: a plain PyTorch loop over the same DataLoader: forward, backward, gradient clipping,
+  AdamW and the schedule, nothing else: the floor.
+
+Per side: the median microseconds between the starts of consecutive steps over ``--steps``
+steps after ``--warmup``, the calls that would wait for a GPU per step (``Tensor.item``,
+``tolist``, ``cpu``, ``numpy``, ``bool``/``float``/``int`` of a tensor: on a GPU each is a
+host-device synchronisation), and the leaf ``aten`` operators per step (each one kernel launch
+or more on a GPU), counted by ``torch.profiler`` over 5 further steps. NER uses the softmax tagger
+(no CRF) so that transformers' class computes the same head.
+
+    BERTKIT_DATA_DIR=../shared/data python benchmarks/host_overhead.py   # writes benchmarks/results/host_overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from common import ROOT, write_result
+from provenance import commit, header
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from bertkit import compose
+from bertkit.data.collate import pad_batch
+
+OUT = ROOT / "benchmarks" / "results" / "host_overhead.json"
+TASKS = {  # recipe, overrides, transformers class
+    "ner": ("ner.yaml", {"model.task.init_args.crf": False, "model.task.init_args.emission_loss_weight": 0.0},
+            "AutoModelForTokenClassification"),
+    "sst2": ("sst2.yaml", {}, "AutoModelForSequenceClassification"),
+    "squad": ("squad.yaml", {}, "AutoModelForQuestionAnswering"),
+}  # fmt: skip
+SQUAD_ARTICLES = 20  # of SQuAD v1.1 train: a few thousand questions, enough batches, quick to featurize
+WAITING = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
+PROFILED = 5
+
+
+class Clock:
+    """Step starts (``tick``): the times, the waiting calls counted so far, and the profiler's
+    schedule, stepped once a step."""
+
+    def __init__(self, counts: Counter, profiler: Any) -> None:
+        self.times: list[float] = []
+        self.waits: list[int] = []
+        self.counts, self.profiler = counts, profiler
+
+    def tick(self) -> None:
+        self.times.append(time.perf_counter())
+        self.waits.append(sum(self.counts.values()))
+        self.profiler.step()
+
+    def result(self, warmup: int, steps: int) -> dict[str, Any]:
+        starts = self.times[warmup : warmup + steps + 1]
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        waits = self.waits[warmup + steps] - self.waits[warmup]
+        return {"us_per_step": round(1e6 * statistics.median(gaps), 1), "waits_per_step": round(waits / steps, 2)}
+
+
+@contextmanager
+def counted_waits() -> Iterator[Counter]:
+    """Count the calls of ``WAITING`` on tensors while the block runs."""
+    counts: Counter = Counter()
+    originals = {name: getattr(torch.Tensor, name) for name in WAITING}
+
+    def wrap(name: str, method: Callable) -> Callable:
+        def counting(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return method(self, *args, **kwargs)
+
+        return counting
+
+    for name, method in originals.items():
+        setattr(torch.Tensor, name, wrap(name, method))
+    try:
+        yield counts
+    finally:
+        for name, method in originals.items():
+            setattr(torch.Tensor, name, method)
+
+
+def launches_per_step(prof: Any) -> float:
+    """Leaf ``aten`` operators (no ``aten`` child) per profiled step."""
+    leaves = [e for e in prof.events() if e.name.startswith("aten::") and not any(
+        c.name.startswith("aten::") for c in e.cpu_children)]  # fmt: skip
+    return round(len(leaves) / PROFILED, 1)
+
+
+def timed(side: Callable[[Clock], None], warmup: int, steps: int) -> dict[str, Any]:
+    plan = schedule(wait=warmup + steps + 1, warmup=1, active=PROFILED, repeat=1)
+    with counted_waits() as counts, profile(activities=[ProfilerActivity.CPU], schedule=plan) as prof:
+        clock = Clock(counts, prof)
+        side(clock)
+    return clock.result(warmup, steps) | {"aten_ops_per_step": launches_per_step(prof)}
+
+
+class Ticks(pl.Callback):
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self.clock.tick()
+
+
+def composed(task: str, args: argparse.Namespace, total: int) -> Any:
+    recipe, overrides, _ = TASKS[task]
+    settings = {
+        "seed_everything": 0, "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2",
+        "data.batch_size": args.batch_size, "data.max_length": args.max_length, "data.validation_file": None,
+        "data.test_file": None, "trainer.max_steps": total, "trainer.limit_val_batches": 0,
+        "trainer.default_root_dir": str(args.work / task),
+    }  # fmt: skip
+    if task == "squad":
+        settings |= {"data.data_dir": str(squad_subset(args.work)), "data.train_file": "train.json"}
+    return compose(ROOT / "recipes" / recipe, overrides=settings | overrides)
+
+
+def squad_subset(work: Path) -> Path:
+    """The first ``SQUAD_ARTICLES`` articles of SQuAD v1.1 train, in ``work/squad/train.json``."""
+    source = Path(os.environ["BERTKIT_DATA_DIR"]) / "qa/squad/train-v1.1.json"
+    data = json.loads(source.read_text(encoding="utf-8"))
+    folder = work / "squad_data"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.json").write_text(json.dumps({**data, "data": data["data"][:SQUAD_ARTICLES]}), encoding="utf-8")
+    return folder
+
+
+def bertkit_side(run: Any) -> Callable[[Clock], None]:
+    def side(clock: Clock) -> None:
+        run.trainer.callbacks.append(Ticks(clock))
+        run.trainer.fit(run.model, datamodule=run.datamodule)
+
+    return side
+
+
+def bare_side(run: Any, total: int) -> Callable[[Clock], None]:
+    def side(clock: Clock) -> None:
+        model = run.model
+        run.datamodule.setup("fit")
+        if model.head is None:  # a task that learns its labels from the training file
+            model.build_head()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
+        schedule_ = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / total)
+        model.train()
+        step = 0
+        while step < total:
+            for batch in run.datamodule.train_dataloader():
+                clock.tick()
+                loss = model(batch)["loss"]
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step(), schedule_.step(), optimizer.zero_grad(set_to_none=True)
+                step += 1
+                if step == total:
+                    return
+
+    return side
+
+
+def transformers_side(run: Any, task: str, args: argparse.Namespace, total: int) -> Callable[[Clock], None]:
+    import transformers
+
+    def side(clock: Clock) -> None:
+        folder = Path(tempfile.mkdtemp(dir=args.work))
+        run.datamodule.setup("fit")
+        features = run.datamodule.train_dataloader().dataset
+        if run.model.head is None:
+            run.model.build_head()
+        run.model.save_pretrained(folder)
+        model = getattr(transformers, TASKS[task][2]).from_pretrained(folder)
+        accepted = set(inspect.signature(model.forward).parameters)
+        pad = partial(pad_batch, pad_token_id=run.model.tokenizer.pad_token_id, pad_values=run.model.task.pad_values)
+
+        def collate(rows: list[dict]) -> dict[str, torch.Tensor]:
+            return {k: v for k, v in pad(rows).items() if k in accepted}
+
+        class HFTicks(transformers.TrainerCallback):
+            def on_step_begin(self, *a: Any, **k: Any) -> None:
+                clock.tick()
+
+        training = transformers.TrainingArguments(
+            output_dir=str(folder / "hf"), per_device_train_batch_size=args.batch_size, learning_rate=1e-4,
+            weight_decay=0.01, max_steps=total, max_grad_norm=1.0, save_strategy="no", eval_strategy="no",
+            logging_steps=50, report_to=[], use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0,
+        )  # fmt: skip
+        trainer = transformers.Trainer(
+            model=model, args=training, train_dataset=list(features), data_collator=collate, callbacks=[HFTicks()]
+        )
+        trainer.train()
+
+    return side
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "host_overhead")
+    parser.add_argument("--output", type=Path, default=OUT)
+    args = parser.parse_args()
+    if "BERTKIT_DATA_DIR" not in os.environ:
+        raise SystemExit("set BERTKIT_DATA_DIR to the real data folder")
+    args.work.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(os.cpu_count() or 1)
+    measured = commit()
+    total = args.warmup + args.steps + 2 + PROFILED
+    results = {}
+    for task in args.tasks:
+        results[task] = {
+            "bertkit": timed(bertkit_side(composed(task, args, total)), args.warmup, args.steps),
+            "transformers": timed(transformers_side(composed(task, args, total), task, args, total), args.warmup, args.steps),
+            "bare": timed(bare_side(composed(task, args, total), total), args.warmup, args.steps),
+        }  # fmt: skip
+        floor = results[task]["bare"]["us_per_step"]
+        for side in ("bertkit", "transformers"):
+            results[task][side]["x_bare"] = round(results[task][side]["us_per_step"] / floor, 2)
+        print(task, json.dumps(results[task]), flush=True)
+    result = header(
+        "Host overhead of a training step: a tiny encoder on real batches, bertkit fit vs transformers' Trainer vs a bare loop",
+        " ".join(["BERTKIT_DATA_DIR=../shared/data python benchmarks/host_overhead.py", *sys.argv[1:]]),
+        measured,
+        transformers=__import__("transformers").__version__,
+    )
+    result["settings"] = {
+        "preset": "tiny", "batch_size": args.batch_size, "max_length": args.max_length, "warmup": args.warmup,
+        "steps": args.steps, "profiled_steps": PROFILED,
+    }  # fmt: skip
+    result["results"] = results
+    write_result(args.output, result)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
