@@ -33,11 +33,11 @@ def on_two_nodes(cwd: Path, *args: str) -> list[str]:
     """``bertkit ARGS`` under torchrun on two nodes of two processes; each node's output."""
     bin_dir = Path(sys.executable).parent
     env = {**{k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}, "PYTHONPATH": str(ROOT)}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"  # where --no-python finds the bertkit script
     port = free_port()
     launch = [
-        str(bin_dir / "torchrun"), "--nnodes", "2", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-        "--master_port", str(port), "--no-python",
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2",
+        "--master_addr", "127.0.0.1", "--master_port", str(port), "--no-python",
     ]  # fmt: skip
     nodes = [
         subprocess.Popen(
