@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
 from tests.test_qa_train import toy_squad
@@ -104,41 +103,8 @@ def test_classification_scores_every_example_once_on_two_processes(tmp_path):
     assert {"val/accuracy", "val/f1", "val/mcc", "val/f1_0", "val/f1_1"} <= set(one) and one == pytest.approx(two)
 
 
-def _tsv(folder: Path, rows: int) -> None:
-    rng = random.Random(7)
-    words = ["good", "bad", "fine", "awful", "film", "plot", "the", "a"]
-    lines = ["sentence\tlabel"] + [f"{' '.join(rng.choices(words, k=rng.randint(2, 9)))}\t{i % 2}" for i in range(rows)]
-    (folder / "train.tsv").write_text("\n".join(lines) + "\n")
-
-
-def _squad(folder: Path, rows: int) -> None:
-    (folder / "train.json").write_text(json.dumps(toy_squad(rows, random.Random(3))))
-
-
 TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
-FIT_ON_TWO = {  # recipe, extra arguments, data writer: every head family trains under DDP
-    "token_tagging": ("ner.yaml", [], None),
-    "sequence_classification": ("sst2.yaml", ["--data.data_dir=.", "--data.validation_file=null"], _tsv),
-    "question_answering": (
-        "squad.yaml",
-        ["--data.data_dir=.", "--data.train_file=train.json", "--data.validation_file=null", "--data.max_length=48"],
-        _squad,
-    ),
-    "pretraining_mlm_nsp": ("pretrain_bert.yaml", ["--data.max_length=32"], None),
-}
-
-
-@pytest.mark.parametrize("head", list(FIT_ON_TWO))
-def test_fit_on_two_processes(tmp_path, head):
-    recipe, extra, write = FIT_ON_TWO[head]
-    if write is not None:
-        write(tmp_path, 16)
-    run_bertkit_fresh(
-        "fit", "--config", str(ROOT / "recipes" / recipe), *TINY, *extra, *TWO, *QUIET, "--trainer.max_steps=2",
-        "--trainer.limit_val_batches=0", "--data.batch_size=4", cwd=tmp_path,
-    )  # fmt: skip
-    last = next(tmp_path.glob("runs/*/checkpoints/last.ckpt"))
-    assert torch.load(last, weights_only=True)["global_step"] == 2
+# Every head's fit under DDP: tests/test_ddp_equality.py (the same steps as one process).
 
 
 NEW_NER = {  # recipe and arguments of each NER option that changes training or scoring
