@@ -71,6 +71,7 @@ class CRFTokenClassificationPipeline(TokenClassificationPipeline):
         offsets = outputs["offset_mapping"][0].tolist()
         words = self.tokenizer(sentence, truncation=True).word_ids()
         firsts = [i for i, w in enumerate(words) if w is not None and (i == 0 or words[i - 1] != w)]
+        lasts = {w: i for i, w in enumerate(words) if w is not None}  # each word's last sub-word
         if not firsts:
             return []
         emissions = logits[firsts]
@@ -79,7 +80,7 @@ class CRFTokenClassificationPipeline(TokenClassificationPipeline):
         entities, current = [], None
         for n, (position, tag_id) in enumerate(zip(firsts, path, strict=True)):
             tag = self.tags[tag_id]
-            last = max(i for i, w in enumerate(words) if w == words[position])  # the word's last sub-word
+            last = lasts[words[position]]
             if tag.startswith("I-") and current is not None and current["entity_group"] == tag[2:]:
                 current["end"] = offsets[last][1]
                 current["scores"].append(float(probabilities[n, tag_id]))
