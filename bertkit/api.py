@@ -20,7 +20,9 @@ module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
 - Tokenizers: ``BertTokenizer``, ``Encoded``, ``Inputs``, ``SPECIAL_TOKENS``, ``load_tokenizer``;
   ``split_words`` (plain text's words by BERT's basic-tokenizer rules, with offsets).
 - Files: ``text_lines``, ``json_lines``, ``read_text``, ``read_json``, ``atomic_path``,
-  ``sample_files``, ``cache_dir``; ``max_context_window`` (windows of long texts);
+  ``sample_files``, ``cache_dir``; ``max_context_window`` (windows of long texts); streamed
+  data in litdata chunks (the ``stream`` extra): ``write_chunks``, ``StreamedFeatures``,
+  ``fetch_file``, ``is_remote``, ``require_litdata``;
   ``check_choice`` (a setting among a ``Literal``'s values).
 - Typed records: ``Schema`` (a JSON record's declared fields, strict), ``Text``/``NonBlank``,
   ``parse`` (a value checked against a schema or type), ``parse_json``, ``typed_fields`` (a
@@ -37,6 +39,7 @@ from bertkit.plugins import lazy_exports
 if TYPE_CHECKING:
     from bertkit.data.collate import pad_batch
     from bertkit.data.samples import cache_dir, sample_files
+    from bertkit.data.streaming import StreamedFeatures, fetch_file, is_remote, require_litdata, write_chunks
     from bertkit.data.windows import max_context_window
     from bertkit.model.bert import (
         ACTIVATIONS,
@@ -116,6 +119,11 @@ _HOME = {
     "cache_dir": "data.samples",
     "sample_files": "data.samples",
     "max_context_window": "data.windows",
+    "StreamedFeatures": "data.streaming",
+    "fetch_file": "data.streaming",
+    "is_remote": "data.streaming",
+    "require_litdata": "data.streaming",
+    "write_chunks": "data.streaming",
     "check_choice": "utils.choices",
     "atomic_path": "utils.io",
     "json_lines": "utils.io",
@@ -153,10 +161,12 @@ __all__ = [
     "EncoderOutput",
     "Feature",
     "first_tokens",
+    "fetch_file",
     "forwarding",
     "Head",
     "hookimpl",
     "Inputs",
+    "is_remote",
     "json_lines",
     "lazy_exports",
     "LazyFeatures",
@@ -172,12 +182,14 @@ __all__ = [
     "read_text",
     "registered",
     "renamed",
+    "require_litdata",
     "sample_files",
     "save_encoder",
     "Schema",
     "SPECIAL_TOKENS",
     "split_words",
     "stored_class",
+    "StreamedFeatures",
     "Task",
     "task_from_spec",
     "TaskExample",
@@ -187,6 +199,7 @@ __all__ = [
     "typed_fields",
     "Unpadded",
     "varlen_attention",
+    "write_chunks",
 ]
 __getattr__ = lazy_exports(__name__, {name: f"bertkit.{module}:{name}" for name, module in _HOME.items()})
 

@@ -109,7 +109,7 @@ def test_pretraining_instances_take_the_roberta_template(tmp_path: Path) -> None
     from bertkit_plugins.pretraining import TokenMasking
     from bertkit_plugins.pretraining.prepare import prepare
     from bertkit_plugins.pretraining.shards import Shards
-    from bertkit_plugins.pretraining.task import PreTrainingInstances
+    from bertkit_plugins.pretraining.task import MaskInstance, PreTrainingInstances
 
     from bertkit.model.tokenizer import BertTokenizer
 
@@ -134,7 +134,7 @@ def test_pretraining_instances_take_the_roberta_template(tmp_path: Path) -> None
         a, b = ids[1:first], ids[first + 2 : -1]
         assert a and b and ids == tokenizer.build_inputs(a, b).input_ids
     masking = TokenMasking(masked_lm_prob=0.5, max_predictions_per_seq=40)
-    instances = PreTrainingInstances(shards, tokenizer, masking, dynamic=True)
+    instances = PreTrainingInstances(shards, MaskInstance(tokenizer, masking, dynamic=True))
     random.seed(0)
     for i in range(len(shards)):
         item = instances[i]

@@ -28,6 +28,7 @@ _DROPPED_WARNINGS = (
     r"You are using a custom batch sampler `TaskEvalBatchSampler`",  # it yields every index (bertkit.data.samplers)
     r"It is recommended to use `self.log\('(val|test)/",  # epoch metrics are torchmetrics', synced by them
     r"Total length of `list` across ranks is zero",
+    r"Your `IterableDataset` has `__len__` defined",  # litdata's streams share themselves out by process and worker
     r"LightningCLI's args parameter is intended to run from within Python",  # bertkit passes args on purpose  # no validation file: bertkit.data.datamodule says so in its words
 )
 

@@ -5,9 +5,11 @@ error naming the setting, where it was given and the ``pip install`` that adds i
 from __future__ import annotations
 
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from bertkit.cli.guide import config_files, option_value, read_recipe
+from bertkit.data.streaming import INDEX, STREAM_INSTALL, is_remote
 
 # What a recipe names -> (modules any one of which serves, the install command).
 LOGGERS = {
@@ -16,6 +18,7 @@ LOGGERS = {
     "WandbLogger": (("wandb",), "pip install wandb"),
 }
 DATASETS = (("datasets",), "pip install 'bertkit[datasets]'")
+STREAM = (("litdata",), STREAM_INSTALL)
 
 
 def _loggers(value: Any) -> list[str]:
@@ -25,26 +28,50 @@ def _loggers(value: Any) -> list[str]:
     return [p.rpartition(".")[2] for p in paths if isinstance(p, str)]
 
 
+def _last(args: list[str], section: str, key: str) -> tuple[str, Any]:
+    """(where, value) of ``section.key`` as given last: in a recipe or on the command line."""
+    where, value = "", None
+    for name in config_files(args):
+        recipe = read_recipe(name).get(section) or {}
+        if key in recipe:
+            where, value = name, recipe[key]
+    given = option_value(args, f"--{section}.{key}")
+    if given is not None:
+        where, value = "the command line", None if given in ("", "null", "None") else given
+    return where, value
+
+
+def _streamed_files(args: list[str]) -> list[tuple[str, str]]:
+    """(where, setting) of each split file that names streamed data (litdata chunks: an object
+    store's URL, or a folder with ``index.json``, as given or in ``data.data_dir``)."""
+    _, data_dir = _last(args, "data", "data_dir")
+    found = []
+    for split in ("train", "validation", "test"):
+        where, name = _last(args, "data", f"{split}_file")
+        if isinstance(name, str) and name:
+            folders = [Path(name).expanduser()] + ([Path(str(data_dir)).expanduser() / name] if data_dir else [])
+            if is_remote(name) or any((f / INDEX).is_file() for f in folders):
+                found.append((where, f"data.{split}_file {name}"))
+    return found
+
+
 def check_extras(args: list[str]) -> None:
-    """Every package the run's ``data.hf_dataset`` and ``trainer.logger`` need is installed (the
-    last value given wins, as in the run: a later recipe or the command line may unset one).
+    """Every package the run's ``data.hf_dataset``, streamed split files (``data.*_file`` naming
+    litdata chunks) and ``trainer.logger`` need is installed (the last value given wins, as in
+    the run: a later recipe or the command line may unset one).
 
     Raises:
         ImportError: one is not; the message names the setting, where it was given and the
             install command.
     """
-    hf_dataset, loggers = ("", False), ("", [])  # (where, value) as given last
+    hf_where, hf_dataset = _last(args, "data", "hf_dataset")
+    loggers = ("", [])
     for name in config_files(args):
-        recipe = read_recipe(name)
-        data, trainer = recipe.get("data") or {}, recipe.get("trainer") or {}
-        if "hf_dataset" in data:
-            hf_dataset = (name, bool(data["hf_dataset"]))
+        trainer = read_recipe(name).get("trainer") or {}
         if "logger" in trainer:
             loggers = (name, _loggers(trainer["logger"]))
-    given = option_value(args, "--data.hf_dataset")
-    if given is not None:
-        hf_dataset = ("the command line", given not in ("", "null", "None"))
-    needs = [(hf_dataset[0], "data.hf_dataset", DATASETS)] if hf_dataset[1] else []
+    needs = [(hf_where, "data.hf_dataset", DATASETS)] if hf_dataset else []
+    needs += [(where, setting, STREAM) for where, setting in _streamed_files(args)]
     needs += [(loggers[0], f"trainer.logger {n}", LOGGERS[n]) for n in loggers[1] if n in LOGGERS]
     for where, setting, (modules, install) in needs:
         if all(find_spec(m) is None for m in modules):

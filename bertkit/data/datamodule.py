@@ -32,6 +32,14 @@ from bertkit.data.samplers import (
     TrainShardSampler,
 )
 from bertkit.data.samples import cache_dir
+from bertkit.data.streaming import (
+    StreamedFeatures,
+    StreamedSplit,
+    is_remote,
+    is_streamed,
+    read_stream_manifest,
+    write_split,
+)
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample, renamed_source
 from bertkit.utils.choices import check_choice
@@ -278,6 +286,8 @@ class BertDataModule(pl.LightningDataModule):
         Raises:
             FileNotFoundError: the file does not exist (named as given and where it was looked for).
         """
+        if is_remote(name):  # an object store's folder of litdata chunks: its reader checks it
+            return name  # type: ignore[return-value]
         given = Path(name).expanduser()
         source = None if given.is_absolute() or given.is_file() else self.data_source(task)
         if source is None:
@@ -338,6 +348,10 @@ class BertDataModule(pl.LightningDataModule):
 
     def _read_file(self, split: str, name: str, task: str | None) -> list[Any]:
         reader, path = self._task(task), self._path(split, name, task)
+        if split != "predict" and is_streamed(path):
+            streamed = self._streamed(path, task)
+            if streamed is not None:
+                return [streamed]
         try:
             if split == "predict" and self._as_text(path):
                 examples = reader.read_text_lines(path, text_lines(path))
@@ -360,6 +374,40 @@ class BertDataModule(pl.LightningDataModule):
         log.info("%s: %d examples from %s", split, len(examples), path)
         return examples
 
+    def _streamed(self, path: Path | str, task: str | None) -> StreamedSplit | None:
+        """The streamed split of features at ``path`` (``write_stream``); None for chunks the task
+        reads itself (such as pre-training instances)."""
+        manifest = read_stream_manifest(path)
+        if manifest.get("kind") != "features":
+            return None
+        if task is not None or self._held_out():
+            raise ValueError(f"{path}: streamed features are not read with data.tasks or data.validation_split")
+        return StreamedSplit(path, manifest)
+
+    def write_stream(
+        self, split: str, output: str, part_size: int = 4096, chunk_bytes: str = "64MB", workers: int = 1
+    ) -> dict[str, Any]:
+        """Featurize the split's file into litdata chunks at ``output`` (``bertkit stream``): a
+        recipe whose ``{split}_file`` names that folder (or its object-store URL) then streams the
+        features instead of reading the file (``bertkit.data.streaming``). The examples are read
+        whole (and the task learns its labels from the training split, stored with the chunks);
+        features are made and written ``part_size`` examples at a time in ``workers`` processes.
+
+        Returns:
+            The folder's ``manifest.json``.
+
+        Raises:
+            ImportError: litdata (the ``stream`` extra) is not installed.
+            ValueError, FileNotFoundError: as reading the split's file does.
+        """
+        if self.hparams.tasks:
+            raise ValueError("data.tasks: write each task's split with a recipe of that task alone")
+        self._load(split)
+        tokenizer, examples = self._model_part("tokenizer"), self.examples[split]
+        return write_split(
+            self._task(), tokenizer, examples, output, self.hparams.max_length, part_size, chunk_bytes, workers
+        )
+
     def _as_text(self, path: Path) -> bool:
         """Whether a predict file is read as plain text (``predict_format``)."""
         fmt = self.hparams.predict_format
@@ -369,7 +417,10 @@ class BertDataModule(pl.LightningDataModule):
         """Read train, let the task ``learn`` from all of it, then hold out ``validation_split``."""
         hp = self.hparams
         examples = self._read("train")
-        self._task().learn(examples)
+        if examples and isinstance(examples[0], StreamedSplit):
+            examples[0].teach(self._task(), "model.task")
+        else:
+            self._task().learn(examples)
         if not self._held_out():
             self.examples["train"] = examples
             return
@@ -458,9 +509,15 @@ class BertDataModule(pl.LightningDataModule):
 
     def _features(self, split: str) -> list[Feature]:
         if split not in self.features:
-            self.features[split] = self._task().featurize(
-                self.examples[split], self._model_part("tokenizer"), self.hparams.max_length
+            examples, tokenizer, max_length = (
+                self.examples[split],
+                self._model_part("tokenizer"),
+                self.hparams.max_length,
             )
+            if examples and isinstance(examples[0], StreamedSplit):
+                self.features[split] = examples[0].features(tokenizer, max_length)
+            else:
+                self.features[split] = self._task().featurize(examples, tokenizer, max_length)
             log.info("%s: %d features", split, len(self.features[split]))
         return self.features[split]
 
@@ -468,16 +525,24 @@ class BertDataModule(pl.LightningDataModule):
         features = self._features(split)
         pad_id = self._model_part("tokenizer").pad_token_id
         hp = self.hparams
+        world = self.trainer.world_size if self.trainer is not None else 1
+        rank = self.trainer.global_rank if self.trainer is not None else 0
+        collate = partial(pad_batch, pad_token_id=pad_id, pad_values=self._task().pad_values)
+        pin = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"  # non-blocking copies
+        if isinstance(features, StreamedFeatures):
+            features.for_training(train, hp.seed)
+            if train:
+                return self._streamed_loader(features, collate, pin, world)
         # Lazy features (memory-mapped pre-training shards) give their lengths without reading
         # them, and learn whether they feed training (fresh dynamic masks) or evaluation.
         if isinstance(features, LazyFeatures):
             features.for_training(train, hp.seed)
             lengths = features.lengths
+        elif isinstance(features, StreamedFeatures):  # evaluation reads the stored order
+            lengths = None
         else:
             lengths = [len(f["input_ids"]) for f in features]
         tasks = [f["task"] for f in features] if hp.tasks else None
-        world = self.trainer.world_size if self.trainer is not None else 1
-        rank = self.trainer.global_rank if self.trainer is not None else 0
         if tasks and train:
             self._single_process("data.tasks")
             kwargs = dict(batch_sampler=TaskMixingBatchSampler(tasks, hp.batch_size, hp.seed, hp.task_temperature))
@@ -496,7 +561,11 @@ class BertDataModule(pl.LightningDataModule):
                 )  # fmt: skip
             kwargs = dict(batch_size=hp.batch_size, sampler=sampler)
         else:
-            order = sorted(range(len(features)), key=lambda i: -lengths[i])
+            order = (
+                list(range(len(features)))
+                if lengths is None
+                else sorted(range(len(features)), key=lambda i: -lengths[i])
+            )
             sampler = EvalShardSampler(order, world, rank) if world > 1 else order
             kwargs = dict(batch_size=hp.eval_batch_size or 2 * hp.batch_size, sampler=sampler)
         if train:
@@ -509,13 +578,34 @@ class BertDataModule(pl.LightningDataModule):
             # The loader draws its workers' base seed from this generator, not from torch's global
             # one: dropout's random numbers stay where a checkpoint saved them (exact resume).
             generator=torch.Generator().manual_seed(hp.seed),
-            collate_fn=partial(pad_batch, pad_token_id=pad_id, pad_values=self._task().pad_values),
+            collate_fn=collate,
             num_workers=hp.num_workers,
             persistent_workers=hp.num_workers > 0,
-            pin_memory=self.trainer is not None
-            and self.trainer.strategy.root_device.type == "cuda",  # non-blocking copies
+            pin_memory=pin,
             **kwargs,
         )
+
+    def _streamed_loader(self, features: StreamedFeatures, collate: Any, pin: bool, world: int) -> DataLoader:
+        """litdata's loader over this process's chunks (``StreamedFeatures.training_loader``)."""
+        hp = self.hparams
+        given = [f"data.{k}" for k in ("max_tokens", "group_by_length") if hp[k]]
+        if given:
+            raise ValueError(f"{', '.join(given)}: not available with streamed training data (litdata's order)")
+        loader = features.training_loader(
+            hp.batch_size,
+            collate_fn=collate,
+            num_workers=hp.num_workers,
+            pin_memory=pin,
+            generator=torch.Generator().manual_seed(hp.seed),  # not torch's global one: exact resume
+        )
+        left_out = len(features) - world * loader.dataset.get_len(max(hp.num_workers, 1), hp.batch_size)
+        if left_out and (self.trainer is None or self.trainer.is_global_zero):
+            log.warning(
+                "%s: %d of %d training features are left out each epoch, so that %d processes x %d loader workers "
+                "read equally many (litdata's drop_last)",
+                features.location, left_out, len(features), world, max(hp.num_workers, 1),
+            )  # fmt: skip
+        return loader
 
     def _single_process(self, field: str) -> None:
         if self.trainer is not None and self.trainer.world_size > 1:

@@ -17,6 +17,7 @@ at their first character.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -340,6 +341,12 @@ class BertTokenizer:
     @property
     def vocab_size(self) -> int:
         return self.backend.get_vocab_size()
+
+    def vocab_sha256(self) -> str:
+        """sha256 of the vocabulary (token -> id, in id order): data prepared or streamed with one
+        tokenizer records it, so a model with another vocabulary is refused."""
+        items = sorted(self.backend.get_vocab().items(), key=lambda item: item[1])
+        return hashlib.sha256(json.dumps(items).encode("utf-8")).hexdigest()
 
     def encode(
         self,

@@ -14,30 +14,23 @@ With ``holdout > 0`` whole documents are held out (a seeded draw per document) i
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import multiprocessing
 import os
 import random
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bertkit_plugins.pretraining.corpus import read_documents
 from bertkit_plugins.pretraining.instances import Document, SentenceTask, create_instances
 from bertkit_plugins.pretraining.masking import MaskingStrategy, maskable
-from bertkit_plugins.pretraining.shards import MANIFEST, write_manifest, write_shard
+from bertkit_plugins.pretraining.shards import MANIFEST, stream_shards, write_manifest, write_shard
 
-from bertkit.api import BertTokenizer, check_choice, load_tokenizer
+from bertkit.api import BertTokenizer, check_choice, load_tokenizer, require_litdata
 
 log = logging.getLogger(__name__)
-
-
-def vocab_fingerprint(tokenizer: BertTokenizer) -> str:
-    """sha256 of the vocabulary (token -> id): shards and model must agree on it."""
-    items = sorted(tokenizer.backend.get_vocab().items(), key=lambda item: item[1])
-    return hashlib.sha256(json.dumps(items).encode("utf-8")).hexdigest()
+Storage = Literal["shards", "litdata"]
 
 
 def tokenize_documents(tokenizer: BertTokenizer, documents: list[list[str]]) -> list[Document]:
@@ -120,6 +113,8 @@ def prepare(
     workers: int = 0,
     seed: int = 12345,
     overwrite: bool = False,
+    storage: Storage = "shards",
+    chunk_bytes: str = "64MB",
 ) -> dict[str, Path]:
     """Turn corpus files/folders into shards under ``output/train`` (and ``output/validation``).
 
@@ -143,6 +138,11 @@ def prepare(
         workers: worker processes; 0 = one per CPU core; 1 = in this process.
         seed: makes everything reproducible, independent of ``workers``.
         overwrite: replace an existing prepared split.
+        storage: ``shards`` (memory-mapped numpy shards, read from a local disk) or ``litdata``
+            (litdata chunks, the ``stream`` extra: streamed while training, from a local folder
+            or, copied there, an object store such as ``s3://bucket/corpus/train``). The
+            instances are the same; ``benchmarks/results/streaming.json`` compares the two.
+        chunk_bytes: the size of a litdata chunk (``storage=litdata``).
 
     Returns:
         The prepared directory of each split.
@@ -150,8 +150,12 @@ def prepare(
     Raises:
         FileExistsError: a split is already prepared and ``overwrite`` is false.
         ValueError: bad settings, or a split's shard with NSP holds a single document.
+        ImportError: ``storage=litdata`` without litdata (names the extra).
     """
     check_choice("sentence_task", sentence_task, SentenceTask)
+    check_choice("storage", storage, Storage)
+    if storage == "litdata":
+        require_litdata()
     if not 0.0 <= holdout < 1.0:
         raise ValueError(f"holdout={holdout}: expected 0 <= holdout < 1")
     if max_seq_length < 8 or dupe_factor < 1 or documents_per_shard < 2:
@@ -203,7 +207,7 @@ def prepare(
             "static_masking": static_masking is not None,
             "masking": static_masking.spec() if static_masking is not None else None,
             "vocab_size": tokenizer.vocab_size,
-            "vocab_sha256": vocab_fingerprint(tokenizer),
+            "vocab_sha256": tokenizer.vocab_sha256(),
             "inputs": [str(Path(p).resolve()) for p in inputs],
             "holdout": holdout,
             "documents": sum(e["documents"] for e in shards),
@@ -212,6 +216,8 @@ def prepare(
             "shards": shards,
         }
         write_manifest(root / split, manifest)
+        if storage == "litdata":
+            stream_shards(root / split, chunk_bytes, workers)
         log.warning(
             "%s%s: %d documents -> %d instances (%d tokens) in %d shards at %s",
             ", ".join(map(str, inputs)),

@@ -21,6 +21,8 @@ import bisect
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ import numpy as np
 from bertkit_plugins.pretraining.instances import Instance
 from bertkit_plugins.pretraining.masking import Masked
 
-from bertkit.api import atomic_path, read_json
+from bertkit.api import atomic_path, fetch_file, is_remote, read_json, write_chunks
 
 MANIFEST = "manifest.json"
 PREPARE_AGAIN = "run `bertkit prepare` again with overwrite=true"
@@ -68,14 +70,15 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
         tmp.write_text(json.dumps({"format": FORMAT, **manifest}, indent=2) + "\n", encoding="utf-8")
 
 
-def read_manifest(directory: Path) -> dict[str, Any]:
-    """The manifest of a prepared directory.
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """The manifest of a prepared directory, or of an object store's (``s3://…``: fetched into
+    the cache).
 
     Raises:
         FileNotFoundError: no ``manifest.json`` (not prepared, or preparation did not finish).
         ValueError: not valid JSON, or another format version.
     """
-    path = Path(directory) / MANIFEST
+    path = fetch_file(directory, MANIFEST) if is_remote(directory) else Path(directory) / MANIFEST
     manifest = read_json(path, "no manifest; run `bertkit prepare` on the corpus first")
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path}: shard format {manifest.get('format')!r}, this bertkit reads {FORMAT}")
@@ -146,3 +149,24 @@ class Shards:
             item["masked_positions"] = np.asarray(a["masked_positions"][mlo:mhi])
             item["masked_input_ids"] = np.asarray(a["masked_input_ids"][mlo:mhi])
         return item
+
+
+def instance_items(directory: Path, span: tuple[int, int]) -> Iterator[dict[str, Any]]:
+    """The instances ``span[0]:span[1]`` of a prepared directory, each with its ``index``."""
+    shards = Shards(directory)
+    for index in range(*span):
+        yield {"index": index, **shards[index]}
+
+
+def stream_shards(directory: Path, chunk_bytes: str | int = "64MB", workers: int = 1) -> None:
+    """Rewrite a prepared directory's shards as litdata chunks (``write_chunks``), each shard's
+    instances in order, the manifest kept with ``"storage": "litdata"``: the same instances,
+    streamed (``bertkit prepare storage=litdata``)."""
+    shards = Shards(directory)
+    spans = list(zip(shards.starts[:-1], shards.starts[1:], strict=True))
+    tmp = directory.with_name(f".{directory.name}.litdata{os.getpid()}")
+    write_chunks(partial(instance_items, directory), spans, tmp, chunk_bytes, workers=workers, expected=len(shards))
+    with atomic_path(tmp / MANIFEST) as path:
+        path.write_text(json.dumps({**shards.manifest, "storage": "litdata"}, indent=2) + "\n", encoding="utf-8")
+    shutil.rmtree(directory)
+    os.replace(tmp, directory)

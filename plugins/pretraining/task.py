@@ -26,7 +26,7 @@ import torch
 from bertkit_plugins.pretraining.corpus import python_docs_corpus
 from bertkit_plugins.pretraining.instances import SentenceTask
 from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking, maskable
-from bertkit_plugins.pretraining.prepare import prepare, vocab_fingerprint
+from bertkit_plugins.pretraining.prepare import prepare
 from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
 
 from bertkit.api import (
@@ -36,11 +36,13 @@ from bertkit.api import (
     Feature,
     Head,
     LazyFeatures,
+    StreamedFeatures,
     Task,
     by_example,
     cache_dir,
     check_choice,
     deprecated_alias,
+    is_remote,
     registered,
     stored_class,
 )
@@ -51,9 +53,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Corpus:
-    """A training/evaluation source: a corpus file or folder, or a prepared shard directory."""
+    """A training/evaluation source: a corpus file or folder, or a prepared directory (shards, or
+    litdata chunks in a folder or at an object store's URL)."""
 
-    path: Path
+    path: str | Path
 
 
 @dataclass
@@ -85,51 +88,30 @@ class CorpusPreparation:
     seed: int = 12345
 
 
-class PreTrainingInstances(LazyFeatures):
-    """Features from prepared shards, masked on the fly (a lazy sequence for the DataLoader).
+class MaskInstance:
+    """A stored instance -> its feature, masked as the task says: static masks (stored by
+    ``prepare``) as stored; dynamic masks (RoBERTa, Liu et al. 2019) drawn from a generator seeded
+    by ``(seed, epoch, index)`` in training, and fixed per instance index in evaluation (epoch
+    None), so held-out scores compare across steps. Called as ``StreamedFeatures``' ``to_feature``
+    and by ``PreTrainingInstances``."""
 
-    Static masks (stored by ``prepare``) are used as stored. Dynamic masks (RoBERTa, Liu et al.
-    2019) are drawn anew each epoch, from a generator seeded by ``(data.seed, epoch, index)``
-    (``epoch_keyed``: the training order passes the epoch): the same masks in one process or
-    many, with any number of DataLoader workers, and after resuming; in evaluation
-    (``for_training(False)``, from the data module) they are fixed per instance index, so
-    held-out scores compare across steps.
-    """
-
-    epoch_keyed = True
-
-    def __init__(self, shards: Shards, tokenizer: BertTokenizer, masking: MaskingStrategy, dynamic: bool) -> None:
-        self.shards, self.masking, self.dynamic = shards, masking, dynamic
+    def __init__(self, tokenizer: BertTokenizer, masking: MaskingStrategy, dynamic: bool) -> None:
+        self.masking, self.dynamic = masking, dynamic
         self.cls_id, self.sep_id, self.mask_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
         self.vocab_size, self.special_ids = tokenizer.vocab_size, tokenizer.special_ids
-        self.training, self.seed = True, 0
 
-    def __len__(self) -> int:
-        return len(self.shards)
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self.shards.lengths
-
-    def for_training(self, training: bool, seed: int = 0) -> None:
-        self.training, self.seed = training, seed
-
-    def _generator(self, epoch: int, index: int) -> random.Random:
-        return random.Random(f"{self.seed}/{epoch}/{index}" if self.training else f"eval/{index}")
-
-    def __getitem__(self, key: int | tuple[int, int]) -> Feature:  # type: ignore[override]
-        """The instance ``key``: an index, or ``(epoch, index)`` from a training order."""
-        epoch, index = key if isinstance(key, tuple) else (0, key)
-        item = self.shards[index]
+    def __call__(self, item: dict[str, Any], epoch: int | None, seed: int) -> Feature:
+        """``item``: a ``Shards`` instance with its ``index``."""
+        index = int(item["index"])
         ids = item["input_ids"].tolist()
-        a = item["segment_a_length"]
+        a = int(item["segment_a_length"])
         labels = [-100] * len(ids)
         if self.dynamic:
             masked = self.masking.mask(
                 ids,
                 item["word_starts"].tolist(),
                 maskable(ids, self.cls_id, self.sep_id),
-                self._generator(epoch, index),
+                random.Random(f"{seed}/{epoch}/{index}" if epoch is not None else f"eval/{index}"),
                 self.mask_id,
                 self.vocab_size,
                 self.special_ids,
@@ -145,9 +127,38 @@ class PreTrainingInstances(LazyFeatures):
             "input_ids": inputs,
             "token_type_ids": [0] * a + [1] * (len(ids) - a),
             "labels": labels,
-            "next_sentence_label": item["sentence_label"],
+            "next_sentence_label": int(item["sentence_label"]),
             "example_index": index,
         }
+
+
+class PreTrainingInstances(LazyFeatures):
+    """Features from prepared shards, masked on the fly (``MaskInstance``; a lazy sequence for
+    the DataLoader). ``epoch_keyed``: the training order passes the epoch, so dynamic masks are
+    the same in one process or many, with any number of DataLoader workers, and after resuming.
+    """
+
+    epoch_keyed = True
+
+    def __init__(self, shards: Shards, mask: MaskInstance) -> None:
+        self.shards, self.mask = shards, mask
+        self.training, self.seed = True, 0
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.shards.lengths
+
+    def for_training(self, training: bool, seed: int = 0) -> None:
+        self.training, self.seed = training, seed
+
+    def __getitem__(self, key: int | tuple[int, int]) -> Feature:  # type: ignore[override]
+        """The instance ``key``: an index, or ``(epoch, index)`` from a training order."""
+        epoch, index = key if isinstance(key, tuple) else (0, key)
+        item = {**self.shards[index], "index": index}
+        return self.mask(item, epoch if self.training else None, self.seed)
 
 
 class CorpusTask(Task):
@@ -183,7 +194,7 @@ class CorpusTask(Task):
 
     def read(self, path: Path, labelled: bool = True) -> list[Any]:
         """A corpus (file or folder) or a ``bertkit prepare`` directory, as one source."""
-        return [Corpus(Path(path))]
+        return [Corpus(path if is_remote(path) else Path(path))]
 
     def featurize(self, examples: list[Any], tokenizer: BertTokenizer, max_length: int) -> Any:
         """Texts to predict on (``MaskedText``) -> encoded features; a ``Corpus`` -> its prepared
@@ -196,8 +207,11 @@ class CorpusTask(Task):
                 for i, e in enumerate(encoded)
             ]
         (source,) = examples
-        shards = Shards(self._prepared(source.path, tokenizer, max_length))
-        return PreTrainingInstances(shards, tokenizer, self.masking, self.hparams.dynamic_masking)
+        path, manifest = self._prepared(source.path, tokenizer, max_length)
+        mask = MaskInstance(tokenizer, self.masking, self.hparams.dynamic_masking)
+        if manifest.get("storage") == "litdata":
+            return StreamedFeatures(path, to_feature=mask)
+        return PreTrainingInstances(Shards(path), mask)
 
     def _settings(self, max_length: int) -> dict[str, Any]:
         p = self.preparation
@@ -209,15 +223,18 @@ class CorpusTask(Task):
             seed=p.seed,
         )
 
-    def _prepared(self, path: Path, tokenizer: BertTokenizer, max_length: int) -> Path:
-        """A prepared directory for ``path``: itself if it has a manifest, else a cached one.
+    def _prepared(
+        self, path: str | Path, tokenizer: BertTokenizer, max_length: int
+    ) -> tuple[str | Path, dict[str, Any]]:
+        """A prepared directory for ``path`` (itself if it has a manifest or is an object store's
+        URL, else a cached one) and its manifest.
 
         Raises:
             ValueError: prepared shards that do not fit this task or tokenizer (names the field).
         """
-        if not (path / MANIFEST).is_file():
+        if not is_remote(path) and not (Path(path) / MANIFEST).is_file():
             static = self.masking if not self.hparams.dynamic_masking else None
-            key = _corpus_key(path, vocab_fingerprint(tokenizer), self._settings(max_length), static)
+            key = _corpus_key(path, tokenizer.vocab_sha256(), self._settings(max_length), static)
             target = cache_dir() / "pretraining" / key
             if not (target / "train" / MANIFEST).is_file():
                 log.warning("preparing %s into %s (once; later runs reuse it)", path, target)
@@ -233,22 +250,19 @@ class CorpusTask(Task):
                 )
             path = target / "train"
         manifest = read_manifest(path)
-        expected = {"vocab_sha256": vocab_fingerprint(tokenizer), "sentence_task": self.sentence_task}
+        where = f"{str(path).rstrip('/')}/{MANIFEST}"
+        expected = {"vocab_sha256": tokenizer.vocab_sha256(), "sentence_task": self.sentence_task}
         for field, value in expected.items():
             if manifest.get(field) != value:
                 raise ValueError(
-                    f"{path / MANIFEST}: {field} is {manifest.get(field)!r}, but this model needs {value!r} "
+                    f"{where}: {field} is {manifest.get(field)!r}, but this model needs {value!r} "
                     "(prepare the corpus with the model's tokenizer and sentence task)"
                 )
         if manifest["max_seq_length"] > max_length:
-            raise ValueError(
-                f"{path / MANIFEST}: max_seq_length {manifest['max_seq_length']} > data.max_length {max_length}"
-            )
+            raise ValueError(f"{where}: max_seq_length {manifest['max_seq_length']} > data.max_length {max_length}")
         if not self.hparams.dynamic_masking and not manifest["static_masking"]:
-            raise ValueError(
-                f"{path / MANIFEST}: no static masks; prepare with static_masking or set dynamic_masking: true"
-            )
-        return path
+            raise ValueError(f"{where}: no static masks; prepare with static_masking or set dynamic_masking: true")
+        return path, manifest
 
     def sample_files(self) -> dict[str, Path]:
         """The Python documentation topics from the standard library (every machine has them)."""
