@@ -70,7 +70,8 @@ def check_export(model: BertModule, head: str, architecture: str, directory: Pat
     )
     assert not info["missing_keys"] and not info["unexpected_keys"], info
     with torch.no_grad():
-        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        segments = {"token_type_ids": inputs["token_type_ids"]} if getattr(hf.config, "type_vocab_size", 1) > 1 else {}
+        theirs = hf.eval()(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"], **segments)
     real = inputs["attention_mask"].bool()
     # (bertkit, transformers) logits at the real tokens
     if head == "qa":

@@ -47,6 +47,7 @@ def _squad(folder: Path) -> None:
 HEADS = {  # recipe, arguments, data writer
     "token_classification": (RECIPE, ["--model.task.init_args.crf=false", "--model.task.init_args.emission_loss_weight=0"], None),
     "token_classification_crf": (RECIPE, ["--model.task.init_args.crf=true"], None),
+    "token_classification_crf_lora": (RECIPE, ["--config", str(ROOT / "recipes/ner_lora.yaml")], None),
     "nested_spans": (ROOT / "recipes/ner_nested.yaml", [], None),
     "sequence_classification": (ROOT / "recipes/sst2.yaml", ["--data.data_dir=.", "--data.validation_file=train.tsv"], _tsv),
     "question_answering": (

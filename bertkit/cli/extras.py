@@ -19,6 +19,7 @@ LOGGERS = {
 }
 DATASETS = (("datasets",), "pip install 'bertkit[datasets]'")
 STREAM = (("litdata",), STREAM_INSTALL)
+LORA = (("peft",), "pip install 'bertkit[lora]'")
 
 
 def _loggers(value: Any) -> list[str]:
@@ -57,7 +58,7 @@ def _streamed_files(args: list[str]) -> list[tuple[str, str]]:
 
 def check_extras(args: list[str]) -> None:
     """Every package the run's ``data.hf_dataset``, streamed split files (``data.*_file`` naming
-    litdata chunks) and ``trainer.logger`` need is installed (the last value given wins, as in
+    litdata chunks), ``model.adapter`` and ``trainer.logger`` need is installed (the last value given wins, as in
     the run: a later recipe or the command line may unset one).
 
     Raises:
@@ -72,6 +73,10 @@ def check_extras(args: list[str]) -> None:
             loggers = (name, _loggers(trainer["logger"]))
     needs = [(hf_where, "data.hf_dataset", DATASETS)] if hf_dataset else []
     needs += [(where, setting, STREAM) for where, setting in _streamed_files(args)]
+    adapter_where, adapter = _last(args, "model", "adapter")
+    if any(a.startswith("--model.adapter.") for a in args):
+        adapter_where, adapter = "the command line", True
+    needs += [(adapter_where, "model.adapter", LORA)] if adapter else []
     needs += [(loggers[0], f"trainer.logger {n}", LOGGERS[n]) for n in loggers[1] if n in LOGGERS]
     for where, setting, (modules, install) in needs:
         if all(find_spec(m) is None for m in modules):

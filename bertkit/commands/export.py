@@ -10,7 +10,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = False) -> None:
+def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = False, adapter: bool = False) -> None:
     """Export a ``bertkit fit`` checkpoint for inference: a transformers directory and ONNX.
 
     ``OUTPUT`` becomes a Hugging Face directory that the head's ``transformers`` class loads
@@ -28,6 +28,10 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
         int8: also write ``model.int8.onnx``, its weights quantized to int8 (ONNX Runtime's
             dynamic quantization: about a third of the size; the Results page gives the
             accuracy it costs on CoNLL-2003 and SST-2).
+        adapter: with ``model.adapter`` (LoRA), also write ``OUTPUT/adapter``: a PEFT adapter
+            folder (the adapters, and the head as ``modules_to_save``) that
+            ``peft.PeftModel.from_pretrained`` loads over the head's transformers class built on
+            ``model.pretrained``. ``OUTPUT`` itself holds the merged model either way.
     """
     from bertkit.commands.card import model_card
     from bertkit.inference.onnx import export_onnx, quantize_onnx
@@ -53,6 +57,11 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
         card = model_card(model, architecture, checkpoint, stored, Path(output))
         (folder / "README.md").write_text(card, encoding="utf-8")
         written.append(f"wrote {output} ({architecture})")
+        if adapter:
+            from bertkit.training.adapter_export import save_peft_adapter
+
+            head = save_peft_adapter(model, folder / "adapter")
+            written.append(f"wrote {Path(output) / 'adapter'} (PEFT: the adapters, and {', '.join(head)} whole)")
         if onnx:
             worst = export_onnx(model, folder / "model.onnx")
             written.append(f"wrote {Path(output) / 'model.onnx'} (onnxruntime vs bertkit: max |diff| {worst:.1e})")

@@ -62,9 +62,14 @@ class PrepackedLinear(nn.Module):
 
 def replace_modules(module: nn.Module, match: Callable[[nn.Module], bool], convert: Callable[[Any], nn.Module]) -> int:
     """Replace every submodule of ``module`` for which ``match`` is True by ``convert(it)``, in
-    place; returns how many were replaced."""
+    place; returns how many were replaced. The layers inside an adapter's layer (peft's tuner
+    layers, which have ``get_base_layer``: they read their base layer's ``weight`` themselves)
+    are left as they are, and so is everything below them."""
     replaced = 0
+    inside = {id(m) for layer in module.modules() if hasattr(layer, "get_base_layer") for m in layer.modules()}
     for parent in list(module.modules()):
+        if id(parent) in inside:
+            continue
         for name, child in parent.named_children():
             if match(child):
                 setattr(parent, name, convert(child))

@@ -10,6 +10,7 @@ by ``configure_gradient_clipping`` so that it also works with the fused AdamW un
 from __future__ import annotations
 
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 from typing_extensions import override
 
+from bertkit.model.adapters import Adapter, add_adapter, frozen_fingerprint, is_adapter_key, without_adapters
 from bertkit.model.config import Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
 from bertkit.model.hub import pinned
@@ -84,6 +86,12 @@ class BertModule(pl.LightningModule):
             (``bertkit.model.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
             LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
             accuracy it changes. ``fit`` refuses it (int8 layers have no gradient).
+        adapter: train LoRA adapters on the encoder instead of its weights (``Adapter``: ``r``,
+            ``alpha``, ``dropout``, ``target_modules``; the ``lora`` extra, peft); the head trains
+            fully, the encoder's other weights (its pooler too) stay frozen. Checkpoints then hold
+            the adapters and the head only, with a fingerprint of the base weights, which come
+            from ``pretrained`` again when a checkpoint is read; ``save_pretrained`` writes the
+            merged model.
         head: release 0.1's name of ``task`` (a recipe's ``model.head``); deprecated.
 
     Raises:
@@ -107,11 +115,12 @@ class BertModule(pl.LightningModule):
         attention_dropout: float | None = None,
         compile: bool = False,
         int8: bool = False,
+        adapter: Adapter | None = None,
         head: Task | None = None,
     ) -> None:
         super().__init__()
         task = _the_task(task, head)
-        self.save_hyperparameters(ignore=["task", "head"])
+        self.save_hyperparameters(ignore=["task", "head", "adapter"])
         self.hparams["task"] = task.spec()  # plain values only: checkpoints load with weights_only=True
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
@@ -119,9 +128,20 @@ class BertModule(pl.LightningModule):
             raise ValueError(f"model.attention_dropout={attention_dropout}: expected 0 <= attention_dropout < 1")
         if int8 and compile:
             raise ValueError("model.int8 and model.compile: choose one (int8 replaces the layers compile would fuse)")
+        adapter = Adapter(**adapter) if isinstance(adapter, dict) else adapter  # a checkpoint's plain values
+        if adapter is not None and int8:
+            raise ValueError(
+                "model.int8 with model.adapter: export the merged model (bertkit export) and run that in int8"
+            )
         self.family, self.encoder, self.tokenizer = self._build_encoder(
             pretrained, encoder, preset, vocab_file, lowercase
         )
+        self.hparams["adapter"] = None
+        self._base_weights: str | None = None
+        if adapter is not None:
+            targets = add_adapter(self.encoder, adapter, self.family.adapter_targets)
+            self.hparams["adapter"] = {**asdict(adapter), "target_modules": targets}
+            self._base_weights = frozen_fingerprint(self.encoder)
         if attention_dropout is not None:
             self.encoder.set_attention_dropout(attention_dropout)
         if compile:
@@ -183,6 +203,11 @@ class BertModule(pl.LightningModule):
         own; every process saves a checkpoint (``Trainer.save_checkpoint`` waits for all), so all
         take part in the gathering."""
         checkpoint["rng_states"] = rng_states()
+        if self._base_weights is not None:  # adapters and head only: the base comes from model.pretrained
+            state = checkpoint["state_dict"]
+            for key in [k for k in state if k.startswith("encoder.") and not is_adapter_key(k)]:
+                del state[key]
+            checkpoint["adapter_base_weights"] = self._base_weights
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered: list[Any] = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(gathered, checkpoint["rng_states"])
@@ -204,6 +229,7 @@ class BertModule(pl.LightningModule):
         Raises:
             ValueError: the head was built with other learned settings than the checkpoint's.
         """
+        self._fill_base_weights(checkpoint)
         per_rank = checkpoint.get("rng_states_per_rank") or []
         rank = self.trainer.global_rank if self._trainer is not None else 0
         self._resumed_rng = per_rank[rank] if rank < len(per_rank) else checkpoint.get("rng_states")
@@ -212,6 +238,32 @@ class BertModule(pl.LightningModule):
         self.task.restore_learned(spec.get("init_args", {}), self.head is not None)
         if self.head is None:
             self.build_head()
+
+    def _fill_base_weights(self, checkpoint: dict[str, Any]) -> None:
+        """Give an adapter checkpoint (adapters and head only) this model's base weights.
+
+        Raises:
+            ValueError: the checkpoint's adapters were trained over other base weights, or the
+                checkpoint has adapters and this model none (or the reverse).
+        """
+        trained_on = checkpoint.get("adapter_base_weights")
+        if trained_on is None and self._base_weights is None:
+            return
+        if trained_on is None or self._base_weights is None:
+            raise ValueError(
+                "the checkpoint holds a whole model but model.adapter is set"
+                if trained_on is None
+                else "the checkpoint holds adapters (model.adapter), but this model has none: give the same model.adapter"
+            )
+        if trained_on != self._base_weights:
+            raise ValueError(
+                f"the checkpoint's adapters were trained over other base weights (fingerprint {trained_on}) than "
+                f"model.pretrained={self.hparams.pretrained!r} holds ({self._base_weights})"
+            )
+        state = checkpoint["state_dict"]
+        for key, value in self.state_dict().items():
+            if key.startswith("encoder.") and not is_adapter_key(key):
+                state.setdefault(key, value)
 
     def _build_encoder(
         self, pretrained: str | None, name: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
@@ -356,7 +408,7 @@ class BertModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._log_epoch_metrics("test")
 
-    def save_pretrained(self, directory: str | Path) -> str:
+    def save_pretrained(self, directory: str | Path, merge_adapters: bool = True) -> str:
         """Write a Hugging Face format directory: ``config.json``, ``model.safetensors``,
         ``tokenizer.json`` and ``vocab.txt``, for the ``transformers`` class of the head
         (``Head.hf_architecture``: ``BertForTokenClassification``, ``…SequenceClassification``,
@@ -365,6 +417,9 @@ class BertModule(pl.LightningModule):
         an ELECTRA encoder). A head no such class computes (mean pooling) exports the encoder alone
         (``BertModel``, ``ElectraModel``), with a warning. Any export loads as ``pretrained`` in
         any recipe. The head's ``hf_files`` are written beside them. Files are replaced atomically.
+        With ``model.adapter``, the adapters' updates are merged into the encoder's weights
+        (``merge_adapters``; False writes the base weights they apply to, as ``save_peft_adapter``
+        needs).
 
         Returns:
             The ``transformers`` class written into ``config.json``'s ``architectures``.
@@ -388,9 +443,9 @@ class BertModule(pl.LightningModule):
         # transformers builds its token, span and masked-LM classes without a pooler: export none
         skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
         renames = self.family.hf_renames(architecture) if architecture is not None else {}
-        save_encoder(
-            self.encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames
-        )
+        adapted = self._base_weights is not None
+        encoder = without_adapters(self.encoder, merge=merge_adapters) if adapted else self.encoder
+        save_encoder(encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames)
         self.tokenizer.save(directory)
         for name, text in (self.head.hf_files() if head_state else {}).items():
             with atomic_path(Path(directory) / name) as tmp:

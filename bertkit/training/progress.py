@@ -115,7 +115,8 @@ def _clock(seconds: float) -> str:
 class BriefSummary(ModelSummary):
     """The model in one line when ``fit`` starts, in place of Lightning's table (whose FLOPs
     column reads 0 for a model without an example input): each top-level module with its class
-    and parameter count, the trainable count and the size in MB (float32)."""
+    and parameter count, the trainable count (with ``model.adapter``, its share and the adapters'
+    rank and layers) and the size in MB (float32)."""
 
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -127,8 +128,15 @@ class BriefSummary(ModelSummary):
         ]
         total = sum(p.numel() for p in pl_module.parameters())
         trainable = sum(p.numel() for p in pl_module.parameters() if p.requires_grad)
+        adapter = getattr(pl_module, "hparams", {}).get("adapter")
+        share = (
+            f" ({100 * trainable / total:.2f} %: LoRA r={adapter['r']} on {', '.join(adapter['target_modules'])}, "
+            "and the head)"
+            if adapter
+            else ""
+        )
         print(
-            f"model: {' + '.join(parts)} parameters; {get_human_readable_count(trainable)} trainable, "
+            f"model: {' + '.join(parts)} parameters; {get_human_readable_count(trainable)} trainable{share}, "
             f"{total * 4 / 1e6:.1f} MB",
             flush=True,
         )

@@ -72,7 +72,11 @@ def fit_summary(trainer: pl.Trainer, args: list[str], seconds: float | None = No
     if checkpoint is not None and checkpoint.last_model_path:
         step = getattr(checkpoint, "last_step", -1)  # LastStateCheckpoint: the step last.ckpt holds
         at = f" at step {step}" if step >= 0 else ""
-        lines.append(f"  last checkpoint{at}: {_relative(checkpoint.last_model_path)} (resume: --ckpt_path last)")
+        path = Path(checkpoint.last_model_path)
+        size = ""  # adapter checkpoints hold the adapters and the head only: say how small
+        if trainer.lightning_module.hparams.get("adapter") and path.is_file():
+            size = f", {path.stat().st_size / 1e6:.1f} MB (adapters and head)"
+        lines.append(f"  last checkpoint{at}: {_relative(path)}{size} (resume: --ckpt_path last)")
     logger = trainer.logger
     metrics = Path(logger.log_dir) / "metrics.csv" if logger is not None and logger.log_dir else None
     if metrics is not None and metrics.is_file():
