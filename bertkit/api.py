@@ -10,7 +10,7 @@ module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
   ``stored_class`` (a registry's objects; a class named by a file, never imported), and for
   names of an earlier release ``deprecated_alias``, ``forwarding`` and ``renamed``.
 - Tasks: ``Task`` (files, labels, features, records), ``Head`` (layers, loss, metrics, export
-  keys), ``mean_over_processes`` (a loss that means the same on any number of processes), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
+  keys; ``DistillationTarget``: what a student learns from a teacher), ``mean_over_processes`` (a loss that means the same on any number of processes), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
   ``task_from_spec``, ``pad_batch``.
 - Encoders: ``Encoder`` (the protocol a family's module implements), ``EncoderFamily``,
   ``BertConfig`` (``Preset``, ``PRESETS``), ``BertModel`` and its parts a family reuses
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from bertkit.model.unpadded import Unpadded, attend, band, varlen_attention
     from bertkit.model.weights import save_encoder
     from bertkit.plugins import registered, stored_class
-    from bertkit.tasks.head import Head
+    from bertkit.tasks.head import DistillationTarget, Head
     from bertkit.tasks.task import (
         Batch,
         Feature,
@@ -106,6 +106,7 @@ _HOME = {
     "registered": "plugins",
     "stored_class": "plugins",
     "Head": "tasks.head",
+    "DistillationTarget": "tasks.head",
     "mean_over_processes": "tasks.loss",
     "Batch": "tasks.task",
     "Feature": "tasks.task",
@@ -153,6 +154,7 @@ __all__ = [
     "check_choice",
     "check_length",
     "deprecated_alias",
+    "DistillationTarget",
     "Dropout",
     "dropout",
     "Encoded",

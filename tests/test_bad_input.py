@@ -433,6 +433,7 @@ def test_help_lists_every_command_and_the_recipes(monkeypatch, capsys):
         "export",
         "prepare",
         "serve",
+        "stream",
         "tune",
         "vocab",
     ]

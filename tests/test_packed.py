@@ -16,9 +16,10 @@ from bertkit_plugins.token_tagging.task import SAMPLE_FILES
 from torch import nn
 
 from bertkit import BertDataModule, BertModule
-from bertkit.inference.predictor import Predictor, save_serving_config
+from bertkit.inference.predictor import Predictor
 from bertkit.model.prepacked import PrepackedLinear, prepack_linears, prepacking_available, unprepack_linears
 from bertkit.model.quantize import Int8Linear
+from bertkit.training.trained import save_serving_config
 from tests.test_export import tiny
 from tests.test_serve import _batch
 

@@ -30,8 +30,9 @@ from bertkit_plugins.token_tagging import SpanClassification, TokenClassificatio
 from bertkit import BertDataModule
 from bertkit.data.collate import pad_batch
 from bertkit.inference.onnx import export_onnx
-from bertkit.inference.predictor import Predictor, save_serving_config
+from bertkit.inference.predictor import Predictor
 from bertkit.training.callbacks import prediction_records
+from bertkit.training.trained import save_serving_config
 from tests.conftest import FAST, RECIPE, run_bertkit
 from tests.test_export import tiny
 

@@ -35,9 +35,9 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     """
     from bertkit.commands.card import model_card
     from bertkit.inference.onnx import export_onnx, quantize_onnx
-    from bertkit.inference.predictor import save_serving_config
     from bertkit.training.checkpoints import load_checkpoint
     from bertkit.training.module import BertModule
+    from bertkit.training.trained import save_serving_config
     from bertkit.utils.io import atomic_dir
 
     model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")

@@ -19,17 +19,16 @@ from bertkit.data.collate import pad_batch
 from bertkit.data.samplers import cut_by_tokens
 from bertkit.inference.embeddings import embed_texts
 from bertkit.inference.onnx import INPUTS as ONNX_INPUTS
-from bertkit.model.families import EncoderFamily, family_of
+from bertkit.model.families import family_of
 from bertkit.model.prepacked import prepack_linears, unprepack_linears
 from bertkit.model.quantize import quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.model.weights import read_state_dict, renamed
 from bertkit.tasks.head import Head
 from bertkit.tasks.task import Batch, Task, predict_batch, renamed_source, task_from_spec
-from bertkit.training.checkpoints import load_checkpoint
 from bertkit.training.module import BertModule
+from bertkit.training.trained import SERVING_FILE, load_trained, read_head_weights, serving_config
 from bertkit.utils.choices import Backend, Precision
-from bertkit.utils.io import atomic_path, read_json
+from bertkit.utils.io import read_json
 from bertkit.utils.precision import native_bf16
 
 Request = str | dict[str, Any]
@@ -40,7 +39,6 @@ one JSON record of its native format (``{"question", "context"}`` for question a
 ONNX_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
 MAX_TOKENS = 1024
 """``Predictor``'s default token budget per forward pass."""
-SERVING_FILE = "bertkit.json"
 """Written by ``bertkit export`` beside ``config.json``: the task (``Task.spec()``) and the
 ``max_length`` it was trained with, what serving an export needs besides its weights."""
 
@@ -124,10 +122,8 @@ class Predictor:
         Raises:
             FileNotFoundError, ValueError: see ``bertkit.training.checkpoints.check_checkpoint``.
         """
-        model = BertModule.load_from_checkpoint(path, map_location=device)
-        checkpoint = load_checkpoint(path, mmap=True)
-        max_length = (checkpoint.get("datamodule_hyper_parameters") or {}).get("max_length", 128)
-        return cls.from_model(model, int(max_length), max_tokens)._prepack()
+        model, max_length = load_trained(path, device)
+        return cls.from_model(model, max_length, max_tokens)._prepack()
 
     @classmethod
     def from_export(
@@ -145,22 +141,16 @@ class Predictor:
                 hold (the encoder alone); ImportError: onnxruntime is missing.
         """
         folder = Path(folder)
-        config = read_json(folder / SERVING_FILE, "not a `bertkit export` folder with a task head")
-        key = "task" if "task" in config else "head"  # release 0.1 wrote the head
+        if backend == "torch":
+            model, max_length = load_trained(folder, device)
+            return cls.from_model(model, max_length, max_tokens)._prepack()
+        config, key = serving_config(folder)
         task = task_from_spec(config[key], f"{folder / SERVING_FILE}: {key}")
         max_length = int(config["max_length"])
         family = family_of(folder)
         tokenizer = family.tokenizer_class.from_pretrained(folder)
-        if backend == "torch":
-            model = BertModule(task, pretrained=str(folder)).to(device)
-            if model.head is None:  # its learned settings are in the export's weights
-                model.build_head()
-            head = model.head
-        else:  # the head decodes the graph's logits (a CRF reads its transition scores)
-            head = task.build_head(family.config_class.from_pretrained(folder), tokenizer)
-        _read_head_weights(head, folder, family)
-        if backend == "torch":
-            return cls.from_model(model, max_length, max_tokens)._prepack()
+        head = task.build_head(family.config_class.from_pretrained(folder), tokenizer)  # it decodes the graph's logits
+        read_head_weights(head, folder, family)
         hidden_size = read_json(folder / "config.json", "no config.json")["hidden_size"]
         return cls(
             task, head, tokenizer, OnnxLogits(folder / ONNX_FILES[backend], head, device),
@@ -384,28 +374,6 @@ def check_texts(texts: list[str]) -> None:
         raise ValueError(f"inputs[{empty}]: empty text")
 
 
-def _read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> None:
-    """The trained tensors of a built ``head`` (``Head.hf_state_dict``) from an export's weights.
-
-    Raises:
-        ValueError: the export holds the encoder alone, or lacks one of the head's tensors.
-    """
-    own = head.hf_state_dict()
-    if not own:
-        raise ValueError(
-            f"{folder}: the export holds the encoder alone, not {type(head).__name__}'s trained layer; "
-            "serve the checkpoint instead"
-        )
-    weights, path = read_state_dict(folder)
-    renames = family.hf_renames(family.hf_architecture(head.hf_architecture) or "")
-    with torch.no_grad():
-        for key, tensor in own.items():
-            stored = weights.get(renamed(key, renames))
-            if stored is None:
-                raise ValueError(f"{path}: no {renamed(key, renames)!r}, a weight of the trained head")
-            tensor.copy_(stored)
-
-
 class OnnxLogits:
     """A padded batch -> the head's logits from onnxruntime on an exported graph (inputs
     ``input_ids``, ``attention_mask``, ``token_type_ids``; outputs ``Head.onnx_outputs``).
@@ -443,9 +411,3 @@ def _description(family: str, task: Task, hidden_size: int, backend: Backend) ->
         "hidden_size": hidden_size,
         "backend": backend,
     }
-
-
-def save_serving_config(model: BertModule, directory: str | Path, max_length: int) -> None:
-    """Write ``bertkit.json`` (``SERVING_FILE``) into an export ``directory`` (atomically)."""
-    with atomic_path(Path(directory) / SERVING_FILE) as tmp:
-        tmp.write_text(json.dumps({"task": model.task.spec(), "max_length": max_length}, indent=2) + "\n", "utf-8")

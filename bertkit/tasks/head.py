@@ -17,6 +17,9 @@ from torchmetrics import MetricCollection
 from bertkit.model.bert import EncoderOutput
 from bertkit.tasks.task import Batch
 
+DistillationTarget = tuple[torch.Tensor, torch.Tensor]
+"""``(logits, rows)`` of ``Head.distillation_targets``."""
+
 
 class Head(nn.Module):
     """Layers and loss of a task on top of an encoder (``nn.Module``; built by ``Task.build_head``)."""
@@ -93,6 +96,16 @@ class Head(nn.Module):
             metric.reset()
             values.update(value if isinstance(value, dict) else {name: value})
         return values
+
+    def distillation_targets(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, DistillationTarget]:
+        """What a student with this head learns from a teacher with the same head (``model.teacher``;
+        ``bertkit.training.distillation``): name -> ``(logits, rows)``, ``logits`` (..., C) of
+        ``forward``'s outputs and ``rows`` a bool tensor of ``logits.shape[:-1]`` marking the rows
+        whose distribution over the last dimension is learned (scored tokens, every sentence …).
+        Called with the student's outputs and with the teacher's on the same batch; a class the
+        distribution must not reach (padding) holds the lowest value in both. Empty (the
+        default): the head takes no part, and a run with a teacher says so."""
+        return {}
 
     def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
         """Parameters of this head that need optimizer settings of their own (``lr``,

@@ -31,6 +31,7 @@ from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import save_encoder
 from bertkit.tasks.head import Head
 from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
+from bertkit.training.distillation import Distiller, Teacher
 from bertkit.training.rng import rng_states, set_rng_states
 from bertkit.utils.io import atomic_path
 from bertkit.utils.precision import native_bf16
@@ -92,6 +93,10 @@ class BertModule(pl.LightningModule):
             the adapters and the head only, with a fingerprint of the base weights, which come
             from ``pretrained`` again when a checkpoint is read; ``save_pretrained`` writes the
             merged model.
+        teacher: learn from a trained model's soft targets as well as from the labels
+            (``bertkit.training.distillation.Teacher``: ``path``, ``temperature``, ``alpha``;
+            Hinton et al. 2015): a checkpoint or export folder of the same task and vocabulary,
+            read when ``fit`` starts, frozen and no part of this model's checkpoints.
         head: release 0.1's name of ``task`` (a recipe's ``model.head``); deprecated.
 
     Raises:
@@ -116,11 +121,15 @@ class BertModule(pl.LightningModule):
         compile: bool = False,
         int8: bool = False,
         adapter: Adapter | None = None,
+        teacher: Teacher | None = None,
         head: Task | None = None,
     ) -> None:
         super().__init__()
         task = _the_task(task, head)
-        self.save_hyperparameters(ignore=["task", "head", "adapter"])
+        self.save_hyperparameters(ignore=["task", "head", "adapter", "teacher"])
+        teacher = Teacher(**teacher) if isinstance(teacher, dict) else teacher  # a checkpoint's plain values
+        self.hparams["teacher"] = asdict(teacher) if teacher is not None else None
+        self._distiller: Distiller | None = None
         self.hparams["task"] = task.spec()  # plain values only: checkpoints load with weights_only=True
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
@@ -299,6 +308,8 @@ class BertModule(pl.LightningModule):
 
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
         outputs = self(batch)
+        if stage == "train" and self._distiller is not None:
+            outputs = self._distiller.combine(outputs, batch, self)
         size = batch["input_ids"].shape[0]
         for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
             if key == "loss" or key.endswith(("_loss", "/loss")):
@@ -377,12 +388,15 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_fit_start(self) -> None:
-        """Refuse ``int8``; say when training on a GPU cannot use FlashAttention (attention dropout is on), and
-        when a reduced precision runs on a CPU that emulates it (``bertkit.utils.precision.native_bf16``)."""
+        """Refuse ``int8``; read the teacher (``model.teacher``); say when training on a GPU cannot use
+        FlashAttention (attention dropout is on), and when a reduced precision runs on a CPU that
+        emulates it (``bertkit.utils.precision.native_bf16``)."""
         if self.hparams.get("int8"):
             raise ValueError(
                 "model.int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
             )
+        if self.hparams.get("teacher") and self._distiller is None:
+            self._distiller = Distiller(Teacher(**self.hparams.teacher), self)
         precision = str(self.trainer.precision)
         if (
             self.device.type == "cpu"

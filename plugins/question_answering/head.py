@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api import Batch, BertConfig, DistillationTarget, EncoderOutput, Head, forwarding, mean_over_processes
 
 if TYPE_CHECKING:
     from bertkit_plugins.question_answering.readers import QAExample
@@ -78,6 +78,12 @@ class AnswerSpanHead(Head):
             else:  # no window of this batch has a usable label
                 out["loss"] = 0.0 * logits.sum()
         return out
+
+    def distillation_targets(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, DistillationTarget]:
+        """Each window's distributions of the answer's start and of its end over the positions
+        (padding at the lowest value in both models' logits: it gets no probability)."""
+        rows = torch.ones(outputs["start_logits"].shape[:-1], dtype=torch.bool, device=outputs["start_logits"].device)
+        return {"start_logits": (outputs["start_logits"], rows), "end_logits": (outputs["end_logits"], rows)}
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         pending = self._pending[stage]

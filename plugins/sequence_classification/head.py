@@ -99,6 +99,16 @@ class PooledClassificationHead(Head):
             out["loss"] = self._loss(logits, batch["labels"])
         return out
 
+    def distillation_targets(
+        self, outputs: dict[str, torch.Tensor], batch: Batch
+    ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Each sentence's label distribution (single-label classification); regression and
+        multi-label heads have no distribution over labels to learn and take no part."""
+        if self.problem_type != "single_label":
+            return {}
+        logits = outputs["logits"]
+        return {"logits": (logits, torch.ones(logits.shape[:-1], dtype=torch.bool, device=logits.device))}
+
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         weight = getattr(self, "loss_weight", None)
         if self.problem_type == "regression":

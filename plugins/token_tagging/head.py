@@ -13,7 +13,16 @@ from bertkit_plugins.token_tagging.metric import EntityF1
 from bertkit_plugins.token_tagging.task import word_level
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api import (
+    Batch,
+    BertConfig,
+    DistillationTarget,
+    Dropout,
+    EncoderOutput,
+    Head,
+    forwarding,
+    mean_over_processes,
+)
 
 CRF_PIPELINE_TASK = "crf-token-classification"
 """The task name of the CRF's transformers pipeline in an export's ``custom_pipelines`` (not
@@ -143,6 +152,13 @@ class TokenClassificationHead(Head):
             token_losses = F.cross_entropy(logits.flatten(0, 1), labels, ignore_index=-100, reduction="sum")
             out["loss"] = mean_over_processes(token_losses, (labels != -100).sum(), self.training)
         return out
+
+    def distillation_targets(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, DistillationTarget]:
+        """The tag distribution of each scored sub-word (a word's first; every sub-word with
+        ``label_all_subwords``): the logits, which with a CRF are its emissions. The teacher's
+        emissions, not its CRF marginals: they are per-token distributions the student's emissions
+        (what its own CRF reads) can match, and the transitions are learned from the labels."""
+        return {"logits": (outputs["logits"], batch["labels"] != -100)}
 
     @staticmethod
     def _words(logits: torch.Tensor, word_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,0 +1,83 @@
+"""A trained model from what ``bertkit fit`` and ``bertkit export`` write: a checkpoint (``.ckpt``)
+or an export folder (its ``bertkit.json`` names the task). ``Predictor`` serves such a model; a
+distillation run (``model.teacher``) learns from one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from bertkit.model.families import EncoderFamily, family_of
+from bertkit.model.weights import read_state_dict, renamed
+from bertkit.tasks.head import Head
+from bertkit.tasks.task import task_from_spec
+from bertkit.training.checkpoints import load_checkpoint
+from bertkit.training.module import BertModule
+from bertkit.utils.io import atomic_path, read_json
+
+SERVING_FILE = "bertkit.json"
+"""The export folder's record of its task and ``data.max_length`` (``save_serving_config``)."""
+
+
+def save_serving_config(model: BertModule, directory: str | Path, max_length: int) -> None:
+    """Write ``bertkit.json`` (``SERVING_FILE``) into an export ``directory`` (atomically)."""
+    with atomic_path(Path(directory) / SERVING_FILE) as tmp:
+        tmp.write_text(json.dumps({"task": model.task.spec(), "max_length": max_length}, indent=2) + "\n", "utf-8")
+
+
+def serving_config(folder: Path) -> tuple[dict, str]:
+    """An export folder's ``bertkit.json`` and the key of its task (release 0.1 wrote ``head``).
+
+    Raises:
+        FileNotFoundError: no ``bertkit.json`` (an export of the encoder alone, or not written by
+            ``bertkit export``).
+    """
+    config = read_json(folder / SERVING_FILE, "not a `bertkit export` folder with a task head")
+    return config, "task" if "task" in config else "head"
+
+
+def read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> None:
+    """The trained tensors of a built ``head`` (``Head.hf_state_dict``) from an export's weights.
+
+    Raises:
+        ValueError: the export holds the encoder alone, or lacks one of the head's tensors.
+    """
+    own = head.hf_state_dict()
+    if not own:
+        raise ValueError(
+            f"{folder}: the export holds the encoder alone, not {type(head).__name__}'s trained layer; "
+            "serve the checkpoint instead"
+        )
+    weights, path = read_state_dict(folder)
+    renames = family.hf_renames(family.hf_architecture(head.hf_architecture) or "")
+    with torch.no_grad():
+        for key, tensor in own.items():
+            stored = weights.get(renamed(key, renames))
+            if stored is None:
+                raise ValueError(f"{path}: no {renamed(key, renames)!r}, a weight of the trained head")
+            tensor.copy_(stored)
+
+
+def load_trained(path: str | Path, device: str = "cpu") -> tuple[BertModule, int]:
+    """A trained model and its ``data.max_length``, from a checkpoint or an export folder (its
+    task from ``bertkit.json``: registered or already-imported tasks only, nothing it names is
+    imported).
+
+    Raises:
+        FileNotFoundError: neither a checkpoint nor an export folder with ``bertkit.json``.
+        ValueError: see ``BertModule.load_from_checkpoint`` and ``read_head_weights``.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        model = BertModule.load_from_checkpoint(path, map_location=device)
+        stored = load_checkpoint(path, mmap=True)
+        return model, int((stored.get("datamodule_hyper_parameters") or {}).get("max_length", 128))
+    config, key = serving_config(path)
+    task = task_from_spec(config[key], f"{path / SERVING_FILE}: {key}")
+    model = BertModule(task, pretrained=str(path)).to(device)
+    if model.head is None:  # its learned settings are in the export's weights
+        model.build_head()
+    read_head_weights(model.head, path, family_of(path))
+    return model, int(config["max_length"])

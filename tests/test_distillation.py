@@ -1,0 +1,163 @@
+"""Knowledge distillation (``model.teacher``): the soft-target loss is Hinton et al.'s; every
+head that names targets (tags with and without a CRF, sentence labels, answer spans) learns
+nothing from an identical teacher and something from another; alpha 0 trains exactly what the
+labels alone train; a teacher checkpoint or export folder of another vocabulary or task is
+refused with both named; the student's checkpoints hold no teacher."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from bertkit_plugins.question_answering import QuestionAnswering
+from bertkit_plugins.sequence_classification import SequenceClassification
+from bertkit_plugins.token_tagging import TokenClassification
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bertkit import BertModule
+from bertkit.training.distillation import Distiller, Teacher, soft_target_loss
+from bertkit.training.trained import save_serving_config
+from tests.conftest import FAST, RECIPE, run_bertkit
+from tests.family_parity import batch
+
+TINY = dict(pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
+HEADS = {
+    "tags": (lambda: TokenClassification(entity_types=["PER", "LOC"], crf=False), False),
+    "tags_crf": (lambda: TokenClassification(entity_types=["PER", "LOC"], crf=True), False),
+    "sentences": (lambda: SequenceClassification(labels=["neg", "pos"]), False),
+    "spans": (QuestionAnswering, True),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.tuples(st.integers(1, 4), st.integers(1, 5), st.integers(2, 6)),
+    temperature=st.floats(0.5, 8.0),
+    seed=st.integers(0, 2**16),
+)
+def test_the_soft_target_loss_is_t_squared_times_the_mean_kl_over_the_rows(shape, temperature, seed):
+    g = torch.Generator().manual_seed(seed)
+    student, teacher = torch.randn(shape, generator=g) * 3, torch.randn(shape, generator=g) * 3
+    rows = torch.rand(shape[:-1], generator=g) < 0.7
+    got = soft_target_loss(student, teacher, rows, temperature)
+    expected = []
+    for s, t in zip(student[rows].double().numpy(), teacher[rows].double().numpy(), strict=True):
+        p = np.exp(t / temperature - np.logaddexp.reduce(t / temperature))
+        q = np.exp(s / temperature - np.logaddexp.reduce(s / temperature))
+        expected.append(float((p * (np.log(p) - np.log(q))).sum()) * temperature**2)
+    assert float(got) == pytest.approx(sum(expected) / max(len(expected), 1), rel=1e-4, abs=1e-6)
+    assert float(soft_target_loss(teacher, teacher, rows, temperature)) == pytest.approx(0.0, abs=1e-5)
+
+
+def _labelled(model: BertModule, pairs: bool) -> dict:
+    inputs = batch(model.tokenizer, pairs)
+    b, t = inputs["input_ids"].shape
+    if pairs:
+        inputs["start_positions"], inputs["end_positions"] = torch.tensor([3, 4]), torch.tensor([5, 4])
+    elif isinstance(model.task, SequenceClassification):
+        inputs["labels"] = torch.arange(b) % 2
+    else:
+        inputs["labels"] = torch.where(torch.arange(t) % 2 == 0, torch.arange(t) % 5, -100).repeat(b, 1)
+        inputs["labels"][inputs["attention_mask"] == 0] = -100
+        inputs["word_index"] = torch.where(inputs["labels"] != -100, torch.arange(t) // 2, -1)
+    return inputs
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_a_student_learns_nothing_from_itself_and_something_from_another(head, tmp_path):
+    make, pairs = HEADS[head]
+    torch.manual_seed(0)
+    student = BertModule(make(), **TINY)
+    student.save_pretrained(tmp_path / "same")
+    save_serving_config(student, tmp_path / "same", 64)
+    inputs = _labelled(student, pairs)
+    student.eval()  # no dropout: the teacher's outputs, exactly
+    distiller = Distiller(Teacher(path=str(tmp_path / "same"), temperature=2.0, alpha=0.5), student)
+    outputs = distiller.combine(student(inputs), inputs, student)
+    assert float(outputs["distill_loss"]) == pytest.approx(0.0, abs=1e-5)
+    assert float(outputs["loss"]) == pytest.approx(0.5 * float(outputs["hard_loss"]), rel=1e-5)
+    with torch.no_grad():
+        for p in student.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    outputs = distiller.combine(student(inputs), inputs, student)
+    assert float(outputs["distill_loss"]) > 1e-4
+    outputs["loss"].backward()
+    assert all(p.grad is not None for p in student.head.parameters() if p.requires_grad)
+    assert all(p.grad is None for p in distiller.model.parameters())
+
+
+def test_a_teacher_of_another_vocabulary_task_or_without_targets_is_refused(tmp_path, minilm_dir):
+    from tests.test_roberta import hf_directory
+
+    torch.manual_seed(0)
+    roberta = BertModule(
+        TokenClassification(entity_types=["PER"]), pretrained=str(hf_directory("roberta", tmp_path / "r"))
+    )
+    roberta.save_pretrained(tmp_path / "roberta-export")
+    save_serving_config(roberta, tmp_path / "roberta-export", 64)
+    student = BertModule(TokenClassification(entity_types=["PER"]), **TINY)
+    with pytest.raises(
+        ValueError,
+        match=rf"model.teacher {re.escape(str(tmp_path / 'roberta-export'))}: its vocabulary \(\d+ tokens, .*is not the student's \(30522 tokens, all-MiniLM-L6-v2\)",
+    ):
+        Distiller(Teacher(path=str(tmp_path / "roberta-export")), student)
+    other = BertModule(SequenceClassification(labels=["a", "b"]), **TINY)
+    other.save_pretrained(tmp_path / "classifier")
+    save_serving_config(other, tmp_path / "classifier", 64)
+    with pytest.raises(
+        ValueError,
+        match=r"a bertkit_plugins.sequence_classification.task.SequenceClassification model, but the student's task is bertkit_plugins.token_tagging",
+    ):
+        Distiller(Teacher(path=str(tmp_path / "classifier")), student)
+    regression = BertModule(SequenceClassification(problem_type="regression"), **TINY)
+    regression.save_pretrained(tmp_path / "regression")
+    save_serving_config(regression, tmp_path / "regression", 64)
+    distiller = Distiller(Teacher(path=str(tmp_path / "regression")), regression)
+    inputs = batch(regression.tokenizer, pairs=False)
+    inputs["labels"] = torch.tensor([0.5, 1.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match="PooledClassificationHead names no distillation_targets"):
+        distiller.combine(regression(inputs), inputs, regression)
+    with pytest.raises(ValueError, match=r"model.teacher: temperature=0"):
+        Teacher(path="x", temperature=0)
+
+
+def _final(folder: Path) -> tuple[dict, list[dict]]:
+    state = torch.load(folder / "runs/ner/checkpoints/last.ckpt", weights_only=True)["state_dict"]
+    rows = list(csv.DictReader(next(folder.glob("runs/ner/logs/version_*/metrics.csv")).open()))
+    return state, rows
+
+
+@pytest.mark.slow
+def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_export(tmp_path):
+    teacher_run = tmp_path / "teacher"
+    teacher_run.mkdir()
+    run_bertkit("fit", "--config", str(RECIPE), *FAST, cwd=teacher_run)
+    checkpoint = teacher_run / "runs/ner/checkpoints/last.ckpt"
+    run_bertkit("export", str(checkpoint), str(tmp_path / "teacher-export"), "--onnx", "false", cwd=tmp_path)
+    student = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
+    student.append("--trainer.log_every_n_steps=1")
+    runs = {}
+    for name, extra in {
+        "labels": [],
+        "alpha0": [f"--model.teacher.path={checkpoint}", "--model.teacher.alpha=0"],
+        "checkpoint": [f"--model.teacher.path={checkpoint}"],
+        "export": [f"--model.teacher.path={tmp_path / 'teacher-export'}"],
+    }.items():
+        (tmp_path / name).mkdir()
+        run_bertkit("fit", "--config", str(RECIPE), *student, *extra, cwd=tmp_path / name)
+        runs[name] = _final(tmp_path / name)
+    labels, alpha0 = runs["labels"][0], runs["alpha0"][0]
+    assert labels.keys() == alpha0.keys() and all(torch.equal(labels[k], alpha0[k]) for k in labels)
+    for name in ("checkpoint", "export"):
+        state, rows = runs[name]
+        assert state.keys() == labels.keys()  # the student's own (tiny) weights, no teacher's
+        assert state["encoder.embeddings.word_embeddings.weight"].shape == (30522, 128)
+        assert any(not torch.equal(state[k], labels[k]) for k in labels)
+        logged = [r for r in rows if r.get("train/distill_loss")]
+        assert logged and all(math.isfinite(float(r["train/distill_loss"])) for r in logged)
