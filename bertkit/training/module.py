@@ -87,6 +87,9 @@ class BertModule(pl.LightningModule):
             (``bertkit.model.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
             LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
             accuracy it changes. ``fit`` refuses it (int8 layers have no gradient).
+        num_layers: keep the encoder's first N blocks only (a smaller model that starts from a
+            pre-trained one's lower layers, such as a student for ``teacher``: DistilBERT, Sanh et
+            al. 2019, initialised its student from its teacher's layers); None keeps them all.
         adapter: train LoRA adapters on the encoder instead of its weights (``Adapter``: ``r``,
             ``alpha``, ``dropout``, ``target_modules``; the ``lora`` extra, peft); the head trains
             fully, the encoder's other weights (its pooler too) stay frozen. Checkpoints then hold
@@ -120,6 +123,7 @@ class BertModule(pl.LightningModule):
         attention_dropout: float | None = None,
         compile: bool = False,
         int8: bool = False,
+        num_layers: int | None = None,
         adapter: Adapter | None = None,
         teacher: Teacher | None = None,
         head: Task | None = None,
@@ -145,6 +149,8 @@ class BertModule(pl.LightningModule):
         self.family, self.encoder, self.tokenizer = self._build_encoder(
             pretrained, encoder, preset, vocab_file, lowercase
         )
+        if num_layers is not None:
+            self._keep_layers(num_layers)
         self.hparams["adapter"] = None
         self._base_weights: str | None = None
         if adapter is not None:
@@ -247,6 +253,18 @@ class BertModule(pl.LightningModule):
         self.task.restore_learned(spec.get("init_args", {}), self.head is not None)
         if self.head is None:
             self.build_head()
+
+    def _keep_layers(self, count: int) -> None:
+        """Drop the encoder's blocks after the first ``count`` (``model.num_layers``).
+
+        Raises:
+            ValueError: ``count`` is below 1 or above the encoder's number of blocks.
+        """
+        blocks = self.encoder.blocks
+        if not 1 <= count <= len(blocks):
+            raise ValueError(f"model.num_layers={count}: expected 1 to {len(blocks)}, the encoder's blocks")
+        del blocks[count:]
+        self.encoder.config.num_hidden_layers = count
 
     def _fill_base_weights(self, checkpoint: dict[str, Any]) -> None:
         """Give an adapter checkpoint (adapters and head only) this model's base weights.

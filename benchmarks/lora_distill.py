@@ -1,0 +1,177 @@
+"""Adapt and compress MiniLM (all-MiniLM-L6-v2, 6 layers x 384): LoRA against full fine-tuning,
+and a 2-layer student trained on the labels alone against one distilled from the fully
+fine-tuned model. The same recipe, data, batches and seeds on every side, each run in a process
+of its own.
+
+Sides, per task and seed, in this order:
+
+- ``full``: the recipe as it is (also the teacher of ``student-distilled``);
+- ``lora-r8``, ``lora-r16``: ``recipes/ner_lora.yaml``'s adapter block with that rank, alpha = 2r,
+  and its learning rate 5e-4;
+- ``student``: MiniLM's first 2 layers (``model.num_layers``), the recipe's settings otherwise;
+- ``student-distilled``: the same student with ``model.teacher`` the ``full`` run's last
+  checkpoint (temperature 2, alpha 0.5).
+
+Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
+``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
+32, validation off, with ``seed_everything`` and ``data.seed`` set to the seed. Per run: the test
+score, training tokens per second (real tokens of the timed steps over their time, after
+``--warmup`` steps), inference sentences per second (the test loader's first ``--speed-batches``
+batches of 32, sorted by length as the loader gives them, forward only), the process's peak
+resident memory, and the size of its last checkpoint.
+
+    BERTKIT_DATA_DIR=../shared/data python benchmarks/lora_distill.py   # writes benchmarks/results/lora_distill.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from common import ROOT, write_result
+from provenance import header, started
+
+OUT = ROOT / "benchmarks" / "results" / "lora_distill.json"
+TASKS = {"ner": ("ner.yaml", "test/f1", {}), "sst2": ("sst2.yaml", "test/accuracy", {"data.test_file": "dev.tsv"})}
+SIDES = ("full", "lora-r8", "lora-r16", "student", "student-distilled")
+STUDENT_LAYERS = 2
+
+
+def side_settings(side: str, teacher: Path) -> tuple[list[Path], dict[str, Any]]:
+    """The extra recipes and settings of a side."""
+    if side.startswith("lora-r"):
+        rank = int(side.removeprefix("lora-r"))
+        return [ROOT / "recipes" / "ner_lora.yaml"], {"model.adapter.r": rank, "model.adapter.alpha": 2.0 * rank}
+    if side.startswith("student"):
+        settings: dict[str, Any] = {"model.num_layers": STUDENT_LAYERS}
+        if side == "student-distilled":
+            settings.update({"model.teacher.path": str(teacher), "model.teacher.temperature": 2.0})
+        return [], settings
+    return [], {}
+
+
+def sentences_per_second(run: Any, batches: int) -> float:
+    """Forward passes over the test loader's first ``batches`` batches, after one untimed."""
+    model = run.model.eval()
+    loader = run.datamodule.test_dataloader()
+    taken = [b for _, b in zip(range(batches + 1), loader, strict=False)]
+    with torch.inference_mode():
+        model(taken[0])
+        start = time.perf_counter()
+        for b in taken[1:]:
+            model(b)
+        seconds = time.perf_counter() - start
+    return sum(b["input_ids"].shape[0] for b in taken[1:]) / seconds
+
+
+def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
+    import pytorch_lightning as pl
+
+    from bertkit import compose
+
+    recipe, score, overrides = TASKS[task]
+    extra, settings = side_settings(side, work / "full" / "checkpoints" / "last.ckpt")
+    overrides = {
+        **overrides, **settings, "seed_everything": seed, "data.seed": seed, "data.batch_size": 32,
+        "trainer.max_epochs": 1, "trainer.limit_train_batches": args.batches, "trainer.limit_val_batches": 0,
+        "trainer.enable_progress_bar": False, "trainer.default_root_dir": str(work / side), "trainer.logger": False,
+    }  # fmt: skip
+    stamps: list[tuple[float, int]] = []
+
+    class Stamp(pl.Callback):
+        def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, index: int) -> None:
+            stamps.append((time.perf_counter(), int(batch["attention_mask"].sum())))
+
+    run = compose(ROOT / "recipes" / recipe, *extra, overrides=overrides)
+    run.trainer.callbacks.append(Stamp())
+    run.trainer.fit(run.model, datamodule=run.datamodule)
+    end = time.perf_counter()
+    timed = stamps[args.warmup :]
+    result = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
+    return {
+        "score": 100 * result[score],
+        "train_tokens_per_s": sum(n for _, n in timed) / (end - timed[0][0]),
+        "inference_sentences_per_s": sentences_per_second(run, args.speed_batches),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "checkpoint_mb": (work / side / "checkpoints" / "last.ckpt").stat().st_size / 1e6,
+        "trainable": sum(p.numel() for p in run.model.parameters() if p.requires_grad),
+        "total": sum(p.numel() for p in run.model.parameters()),
+    }
+
+
+def summary(found: list[dict[str, float]]) -> dict[str, Any]:
+    def sd(key: str) -> float | None:
+        return round(statistics.stdev(r[key] for r in found), 2) if len(found) > 1 else None
+
+    return {
+        "score_mean": round(statistics.mean(r["score"] for r in found), 2),
+        "score_sd": sd("score"),
+        "train_tokens_per_s_median": round(statistics.median(r["train_tokens_per_s"] for r in found)),
+        "inference_sentences_per_s_median": round(statistics.median(r["inference_sentences_per_s"] for r in found), 1),
+        "peak_rss_mb_max": round(max(r["peak_rss_mb"] for r in found)),
+        "checkpoint_mb": round(found[0]["checkpoint_mb"], 1),
+        "trainable": found[0]["trainable"],
+        "total": found[0]["total"],
+        "runs": found,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--speed-batches", type=int, default=16)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # task side seed work
+    args = parser.parse_args()
+    if args.child:
+        task, side, seed, work = args.child
+        print(json.dumps(child(task, side, int(seed), args, Path(work))))
+        return
+    provenance = started("lora_distill.py")
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in SIDES} for t in args.tasks}
+    for task in args.tasks:
+        for seed in args.seeds:
+            with tempfile.TemporaryDirectory() as work:
+                for side in SIDES:
+                    command = [sys.executable, __file__, "--child", task, side, str(seed), work]
+                    command += ["--batches", str(args.batches), "--warmup", str(args.warmup)]
+                    command += ["--speed-batches", str(args.speed_batches)]
+                    out = subprocess.run(command, capture_output=True, text=True)
+                    if out.returncode != 0:
+                        raise SystemExit(out.stderr[-3000:])
+                    runs[task][side].append({"seed": seed, **json.loads(out.stdout.strip().splitlines()[-1])})
+                    print(task, side, runs[task][side][-1], flush=True)
+    table = {task: {side: summary(found) for side, found in sides.items()} for task, sides in runs.items()}
+    for sides in table.values():
+        teacher, hard, soft = (sides[s]["score_mean"] for s in ("full", "student", "student-distilled"))
+        sides["student-distilled"]["gap_closed"] = (
+            round((soft - hard) / (teacher - hard), 3) if teacher != hard else None
+        )
+        speed = sides["student-distilled"]["inference_sentences_per_s_median"]
+        sides["student-distilled"]["speed_up_over_teacher"] = round(
+            speed / sides["full"]["inference_sentences_per_s_median"], 2
+        )
+    result = header("lora_distill", provenance["command"], provenance["commit"], repeats=len(args.seeds))
+    result["settings"] = {
+        "batches": args.batches, "batch_size": 32, "warmup": args.warmup, "seeds": args.seeds,
+        "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS, "temperature": 2.0, "alpha": 0.5,
+    }  # fmt: skip
+    result["tasks"] = table
+    write_result(OUT, result)
+    brief = {t: {s: {k: v for k, v in x.items() if k != "runs"} for s, x in d.items()} for t, d in table.items()}
+    print(json.dumps(brief, indent=1))
+
+
+if __name__ == "__main__":
+    main()
