@@ -2,7 +2,8 @@
 head that names targets (tags with and without a CRF, sentence labels, answer spans) learns
 nothing from an identical teacher and something from another; alpha 0 trains exactly what the
 labels alone train; a teacher checkpoint or export folder of another vocabulary or task is
-refused with both named; the student's checkpoints hold no teacher."""
+refused with both named; the student's checkpoints hold no teacher; a student keeps a
+pre-trained model's first layers (``model.num_layers``)."""
 
 from __future__ import annotations
 
@@ -161,3 +162,25 @@ def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_exp
         assert any(not torch.equal(state[k], labels[k]) for k in labels)
         logged = [r for r in rows if r.get("train/distill_loss")]
         assert logged and all(math.isfinite(float(r["train/distill_loss"])) for r in logged)
+
+
+@pytest.mark.parametrize("layers", [2])
+def test_a_student_keeps_the_first_layers_and_exports_them(layers, tmp_path, minilm_dir):
+    """``model.num_layers``: MiniLM's first blocks, the rest dropped; transformers reads the
+    export as a model of that depth with bertkit's logits."""
+    from tests.family_parity import check_export
+
+    whole = BertModule(TokenClassification(entity_types=["PER"], crf=False))
+    torch.manual_seed(0)
+    cut = BertModule(TokenClassification(entity_types=["PER"], crf=False), num_layers=layers).eval()
+    assert len(cut.encoder.blocks) == cut.encoder.config.num_hidden_layers == layers
+    kept = {
+        k: v
+        for k, v in whole.encoder.state_dict().items()
+        if not k.startswith("encoder.layer.") or int(k.split(".")[2]) < layers
+    }
+    assert cut.encoder.state_dict().keys() == kept.keys()
+    assert all(torch.equal(cut.encoder.state_dict()[k], v) for k, v in kept.items())
+    check_export(cut, "token", "BertForTokenClassification", tmp_path / "export")
+    with pytest.raises(ValueError, match=r"model.num_layers=7: expected 1 to 6, the encoder's blocks"):
+        BertModule(TokenClassification(entity_types=["PER"]), num_layers=7)
