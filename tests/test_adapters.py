@@ -29,6 +29,17 @@ LORA = ROOT / "recipes" / "ner_lora.yaml"
 def _directory(family: str, tmp_path: Path, minilm_dir: Path) -> Path:
     if family == "bert":
         return minilm_dir
+    if family == "electra":  # a small ElectraModel on BERT's vocabulary
+        torch.manual_seed(0)
+        config = transformers.ElectraConfig(
+            vocab_size=30522, embedding_size=128, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=256,
+        )  # fmt: skip
+        transformers.ElectraModel(config).save_pretrained(tmp_path / "electra")
+        for name in ("tokenizer.json", "vocab.txt"):
+            if (minilm_dir / name).is_file():
+                shutil.copy(minilm_dir / name, tmp_path / "electra" / name)
+        return tmp_path / "electra"
     if family == "modernbert":
         from tests.test_modernbert import hf_directory
 
@@ -50,8 +61,10 @@ def _perturbed(model: BertModule) -> BertModule:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("head", list(HEADS))
-@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "modernbert"])
 def test_adapters_and_head_train_and_the_merged_export_reads_alike(family, head, tmp_path, minilm_dir):
+    if family == "electra" and head in ("sequence", "mlm"):  # ElectraFamily.hf_architecture
+        pytest.skip("transformers' ELECTRA classes for these heads have other task layers than BERT's")
     model = BertModule(HEADS[head][0](), pretrained=str(_directory(family, tmp_path, minilm_dir)), adapter=Adapter(r=4))
     targets = model.hparams.adapter["target_modules"]
     assert targets == list(model.family.adapter_targets)
@@ -75,8 +88,7 @@ def test_adapters_and_head_train_and_the_merged_export_reads_alike(family, head,
             if mine.dim() > 2:
                 mine, other = mine[real], other[real]
             torch.testing.assert_close(mine, other, atol=1e-5, rtol=1e-4)
-    architecture = model.family.hf_architecture(f"Bert{HEADS[head][1]}") or f"{model.family.name}"
-    check_export(model, head, architecture, tmp_path / "export")
+    check_export(model, head, model.family.hf_architecture(model.head.hf_architecture), tmp_path / "export")
 
 
 def test_adapter_settings_are_checked():
@@ -146,6 +158,11 @@ def test_a_lora_run_keeps_adapters_and_head_and_exports_both_forms(tmp_path, min
         "state_dict"
     ].keys()
     assert all(torch.equal(model.state_dict()[k], v) for k, v in stored["state_dict"].items())
+    from bertkit.inference.predictor import Predictor
+
+    texts = ["Peter Blackburn flew to Oslo on Tuesday.", "EU rejects German call to boycott British lamb ."]
+    served = Predictor.load(last).predict(texts)  # what bertkit serve runs: its layers packed, the adapters' not
+    assert served == Predictor.from_model(BertModule.load_from_checkpoint(last)).predict(texts)
     run_bertkit("export", str(last), str(tmp_path / "export"), "--adapter", "true", "--onnx", "false", cwd=tmp_path)
     check = batch(model.tokenizer, pairs=False)
     real = check["attention_mask"].bool()
