@@ -56,11 +56,21 @@ def test_a_missing_id_offline_names_the_id_the_cache_and_the_variable(hub_cache,
 
 
 def test_a_hub_tokenizer_builds_a_fresh_encoder_without_its_weights(hub_cache):
+    from bertkit_plugins.token_tagging import TokenClassification
+
+    from bertkit import BertModule
     from bertkit.model.pretrained import load_tokenizer
 
     tokenizer = load_tokenizer("org/mini")
     assert tokenizer.vocab_size == 30522
     assert tokenizer.encode("Hello world").input_ids[:1] == [101]
+    for value, recorded in (("org/mini", f"org/mini@{MAIN}"), ("org/mini@v1", f"org/mini@{TAGGED}")):
+        model = BertModule(TokenClassification(entity_types=["PER"]), pretrained=None, preset="tiny", vocab_file=value)
+        assert model.hparams.vocab_file == recorded  # the commit it resolved to, as for model.pretrained
+    model = BertModule(
+        TokenClassification(entity_types=["PER"]), pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2"
+    )
+    assert model.hparams.vocab_file == "all-MiniLM-L6-v2"  # a registered name stays as given
 
 
 @given(st.from_regex(r"[A-Za-z0-9][\w.-]{0,12}/[A-Za-z0-9][\w.-]{0,12}(@[\w.-]{1,8})?", fullmatch=True))

@@ -29,6 +29,7 @@ from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.model.quantize import Int8Linear, quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import save_encoder
+from bertkit.plugins import registered
 from bertkit.tasks.head import Head
 from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
 from bertkit.training.distillation import Distiller, Teacher
@@ -309,6 +310,10 @@ class BertModule(pl.LightningModule):
             raise ValueError("model: give pretrained, or preset and vocab_file for a fresh encoder")
         family = encoder_family(name or "bert")
         tokenizer = load_tokenizer(vocab_file, lowercase, family.tokenizer_class)
+        if not Path(vocab_file).expanduser().exists() and vocab_file not in registered("register_pretrained"):
+            # a Hub id: recorded with the commit it resolved to, as model.pretrained is
+            snapshot = resolve_pretrained(vocab_file, "model.vocab_file", weights=False)
+            self.hparams["vocab_file"] = pinned(vocab_file, snapshot)
         return family, family.fresh(preset, tokenizer), tokenizer
 
     @override
