@@ -59,6 +59,12 @@ def test_litdata_storage_holds_the_instances_of_the_shards_and_masks_them_alike(
     items = StreamedFeatures(streamed, to_feature=lambda item, epoch, seed: item)
     assert len(items) == len(shards) > 40
     assert all(_same({**shards[i], "index": i}, items[i]) for i in range(len(shards)))
+    from bertkit_plugins.pretraining.shards import read_manifest
+
+    url = f"local:{streamed}"  # through litdata's download path, as from an object store
+    assert read_manifest(url) == {**shards.manifest, "storage": "litdata"}
+    fetched = StreamedFeatures(url, to_feature=lambda item, epoch, seed: item)
+    assert all(_same(items[i], fetched[i]) for i in range(len(shards)))
 
     mask = MaskInstance(load_tokenizer("all-MiniLM-L6-v2", True), TokenMasking(), dynamic=True)
     from_shards = PreTrainingInstances(shards, mask)
@@ -181,6 +187,18 @@ def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path,
     )  # fmt: skip
     steps = -(-manifest["features"] // 32)  # every feature once, batches of data.batch_size 32
     assert f"{steps} optimizer steps" in fit.stdout + fit.stderr
+
+    url = f"local:{out}"  # litdata's stand-in for an object store: chunks fetched into the cache
+    remote = compose(RECIPE, overrides={**overrides, "data.train_file": url, "data.validation_file": url}).datamodule
+    remote.setup("fit")
+    by_url = remote._features("validation")
+    assert len(by_url) == len(expected) and all(_same(by_url[i], expected[i]) for i in range(len(expected)))
+    fit = run_bertkit(
+        "fit", "--config", str(RECIPE), *tiny, f"--data.train_file={url}", f"--data.validation_file={url}",
+        "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.enable_progress_bar=false",
+        "--trainer.default_root_dir=runs/remote", cwd=tmp_path,
+    )  # fmt: skip
+    assert "4 optimizer steps" in fit.stdout + fit.stderr and "val/f1" in fit.stdout + fit.stderr
 
     other = compose(ROOT / "recipes/sst2.yaml", overrides={**overrides, "data.train_file": str(out)}).datamodule
     with pytest.raises(

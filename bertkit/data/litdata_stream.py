@@ -39,6 +39,8 @@ class FeatureStream(StreamingDataset):
         super().__init__(where, **kwargs)
         self.to_feature, self.training = to_feature, training
 
-    def __getitem__(self, index: Any) -> Feature:
-        item = super().__getitem__(index)
-        return self.to_feature(item, self.current_epoch - 1 if self.training else None, self.seed)
+    def __getitem__(self, index: Any) -> Feature | list[Feature]:
+        epoch = self.current_epoch - 1 if self.training else None
+        if isinstance(index, slice):
+            return [self.to_feature(item, epoch, self.seed) for item in super().__getitem__(index)]
+        return self.to_feature(super().__getitem__(index), epoch, self.seed)

@@ -206,6 +206,8 @@ class StreamedFeatures(Sequence[dict[str, Any]]):
             raise IndexError(f"feature {index} of {self.total}")
         if self._by_index is None:
             self._by_index = self._dataset(shuffle=False)
+            # A slice read makes litdata cache whole chunks: its byte-range reads of a URL came back empty.
+            self._by_index[0:0]
         return self._by_index[int(index)]
 
     def __getstate__(self) -> dict[str, Any]:
