@@ -205,6 +205,10 @@ def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path,
         ValueError, match=re.escape(f"{out / 'manifest.json'}: features of bertkit_plugins.token_tagging")
     ):
         other.setup("fit")
+    held_out = compose(RECIPE, overrides={**overrides, "data.validation_split": 0.1, "data.validation_file": None})
+    held_out = held_out.datamodule
+    with pytest.raises(ValueError, match="data.validation_split: bertkit stream writes a split file whole"):
+        held_out.write_stream("train", str(tmp_path / "never"))
     bigger = compose(RECIPE, overrides={**overrides, "data.train_file": str(out), "data.max_length": 64}).datamodule
     bigger.setup("fit")
     with pytest.raises(ValueError, match="max_length 128 > data.max_length 64"):

@@ -402,6 +402,10 @@ class BertDataModule(pl.LightningDataModule):
         """
         if self.hparams.tasks:
             raise ValueError("data.tasks: write each task's split with a recipe of that task alone")
+        if split == "train" and self._held_out():  # it would write the training file less the held-out part
+            raise ValueError(
+                "data.validation_split: bertkit stream writes a split file whole; give the validation split its own file"
+            )
         self._load(split)
         tokenizer, examples = self._model_part("tokenizer"), self.examples[split]
         return write_split(
@@ -527,12 +531,18 @@ class BertDataModule(pl.LightningDataModule):
         hp = self.hparams
         world = self.trainer.world_size if self.trainer is not None else 1
         rank = self.trainer.global_rank if self.trainer is not None else 0
-        collate = partial(pad_batch, pad_token_id=pad_id, pad_values=self._task().pad_values)
-        pin = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"  # non-blocking copies
+        common = dict(
+            # Every loader draws its workers' base seed from its own generator, not from torch's
+            # global one: dropout's random numbers stay where a checkpoint saved them (exact resume).
+            generator=torch.Generator().manual_seed(hp.seed),
+            collate_fn=partial(pad_batch, pad_token_id=pad_id, pad_values=self._task().pad_values),
+            num_workers=hp.num_workers,
+            pin_memory=self.trainer is not None and self.trainer.strategy.root_device.type == "cuda",  # non-blocking
+        )
         if isinstance(features, StreamedFeatures):
             features.for_training(train, hp.seed)
             if train:
-                return self._streamed_loader(features, collate, pin, world)
+                return self._streamed_loader(features, common, world)
         # Lazy features (memory-mapped pre-training shards) give their lengths without reading
         # them, and learn whether they feed training (fresh dynamic masks) or evaluation.
         if isinstance(features, LazyFeatures):
@@ -574,30 +584,17 @@ class BertDataModule(pl.LightningDataModule):
             order = kwargs.get("batch_sampler") or kwargs["sampler"]
             order.keyed = isinstance(features, LazyFeatures) and features.epoch_keyed
         return (TrainingLoader if train else DataLoader)(
-            features,
-            # The loader draws its workers' base seed from this generator, not from torch's global
-            # one: dropout's random numbers stay where a checkpoint saved them (exact resume).
-            generator=torch.Generator().manual_seed(hp.seed),
-            collate_fn=collate,
-            num_workers=hp.num_workers,
-            persistent_workers=hp.num_workers > 0,
-            pin_memory=pin,
-            **kwargs,
+            features, persistent_workers=hp.num_workers > 0, **common, **kwargs
         )
 
-    def _streamed_loader(self, features: StreamedFeatures, collate: Any, pin: bool, world: int) -> DataLoader:
-        """litdata's loader over this process's chunks (``StreamedFeatures.training_loader``)."""
+    def _streamed_loader(self, features: StreamedFeatures, common: dict[str, Any], world: int) -> DataLoader:
+        """litdata's loader over this process's chunks (``StreamedFeatures.training_loader``), with
+        ``common``'s loader arguments."""
         hp = self.hparams
         given = [f"data.{k}" for k in ("max_tokens", "group_by_length") if hp[k]]
         if given:
             raise ValueError(f"{', '.join(given)}: not available with streamed training data (litdata's order)")
-        loader = features.training_loader(
-            hp.batch_size,
-            collate_fn=collate,
-            num_workers=hp.num_workers,
-            pin_memory=pin,
-            generator=torch.Generator().manual_seed(hp.seed),  # not torch's global one: exact resume
-        )
+        loader = features.training_loader(hp.batch_size, **common)
         left_out = len(features) - world * loader.dataset.get_len(max(hp.num_workers, 1), hp.batch_size)
         if left_out and (self.trainer is None or self.trainer.is_global_zero):
             log.warning(

@@ -31,7 +31,8 @@ def save_peft_adapter(model: BertModule, directory: str | Path) -> list[str]:
     adapter = model.hparams.get("adapter")
     if not adapter:
         raise ValueError("save_peft_adapter: the model has no adapters (model.adapter)")
-    architecture = model.family.hf_architecture(model.head.hf_architecture) if model.head.hf_state_dict() else None
+    head_state = model.head.hf_state_dict()
+    architecture = model.family.hf_architecture(model.head.hf_architecture) if head_state else None
     if architecture is None:
         raise ValueError(
             f"save_peft_adapter: {type(model.task).__name__} has no transformers class for a {model.family.name} "
@@ -41,7 +42,7 @@ def save_peft_adapter(model: BertModule, directory: str | Path) -> list[str]:
         model.save_pretrained(tmp, merge_adapters=False)  # the base weights, with the trained head
         hf = getattr(transformers, architecture).from_pretrained(tmp)
     children = {name for name, _ in hf.named_children()}
-    head = sorted({key.split(".")[0] for key in model.head.hf_state_dict()} & children)
+    head = sorted({key.split(".")[0] for key in head_state} & children)
     config = peft.LoraConfig(
         r=adapter["r"],
         lora_alpha=adapter["alpha"],
