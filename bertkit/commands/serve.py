@@ -33,6 +33,7 @@ def serve(
     compile: bool = False,
     bf16: bool = False,
     int8: bool = False,
+    adapters: dict[str, str] | None = None,
 ) -> None:
     """Serve a ``bertkit fit`` checkpoint or a ``bertkit export`` folder over HTTP (LitServe;
     ``pip install 'bertkit[serve]'``): ``POST /predict`` (the records ``bertkit predict``
@@ -68,6 +69,11 @@ def serve(
             measures its speed and accuracy.
         int8: run the encoder's linear layers in int8 (``Predictor.to_int8``; torch backend, on
             the CPU): the fastest CPU option; the Results page measures its speed and accuracy.
+        adapters: more LoRA adapter checkpoints trained over ``--model``'s base model, by name
+            (``'{"sst2": "runs/sst2/checkpoints/last.ckpt"}'``; ``--model`` is then an adapter
+            checkpoint too, named ``default``): one encoder in memory answers them all, a
+            ``/predict`` request choosing one with its ``adapter`` field (torch backend, float32;
+            ``pip install 'bertkit[lora]'``).
     """
     if find_spec("litserve") is None:
         raise ValueError("bertkit serve needs the serve extra: pip install 'bertkit[serve]'")
@@ -84,6 +90,8 @@ def serve(
         raise ValueError("--bf16 true and --int8 true: choose one precision")
     if int8 and accelerator not in ("auto", "cpu"):
         raise ValueError(f"--int8 true runs on the CPU (torch's int8 kernels), not --accelerator {accelerator}")
+    if adapters:
+        _check_adapters(adapters, backend, compile or bf16 or int8)
     precision: Precision = "bf16" if bf16 else "int8" if int8 else "fp32"
     if int8 and accelerator == "auto":
         import torch
@@ -95,13 +103,14 @@ def serve(
     from bertkit.commands.serving import Batching, server  # imports LitServe: after the checks above
 
     batching = Batching(max_tokens, max_batch_size, batch_timeout, max_request_tokens)
-    routes = "POST /predict" + (", POST /embed" if embed and backend == "torch" else "")
+    routes = "POST /predict" + (f" (adapters: default, {', '.join(adapters)})" if adapters else "")
+    routes += ", POST /embed" if embed and backend == "torch" else ""
     print(
         f"bertkit serve: loading {model} ({backend}, {precision}) in {workers} worker(s); "
         f"http://{host}:{port} answers once a worker has loaded it (the page at /; {routes})",
         flush=True,
     )
-    server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision, api_key).run(
+    server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision, api_key, adapters).run(
         host=host, port=port, generate_client_file=False, log_level="warning"
     )
 
@@ -129,6 +138,23 @@ def _api_key(given: str | None, file: str | None) -> str | None:
             raise ValueError(f"--api_key_file {file}: the file's first line is empty")
         return key
     return os.environ.get("BERTKIT_API_KEY") or None
+
+
+def _check_adapters(adapters: dict[str, str], backend: Backend, converted: bool) -> None:
+    """Raises ValueError (ImportError without peft) before anything loads when ``--adapters``
+    cannot be served: a name taken by ``--model``'s adapter, an ONNX backend, or another precision
+    or compilation (they would convert the encoder every adapter shares)."""
+    from bertkit.inference.adapter_set import DEFAULT
+    from bertkit.model.adapters import LORA_INSTALL
+
+    if DEFAULT in adapters:
+        raise ValueError(f"--adapters: the name {DEFAULT!r} is --model's adapter; choose another")
+    if backend != "torch":
+        raise ValueError(f"--adapters needs the torch backend; the {backend} backend runs one exported graph")
+    if converted:
+        raise ValueError("--adapters serves float32: --bf16, --int8 and --compile would convert the shared encoder")
+    if find_spec("peft") is None:
+        raise ImportError(f"--adapters needs peft, which is not installed: {LORA_INSTALL}")
 
 
 def _check_port(host: str, port: int) -> None:

@@ -35,6 +35,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from bertkit.inference.adapter_set import DEFAULT, load_adapters
 from bertkit.inference.predictor import MAX_TOKENS, Featurized, Predictor, check_texts
 from bertkit.utils.choices import Backend, Precision
 from bertkit.utils.schema import Schema, Text, parse, parse_json
@@ -97,9 +98,12 @@ Records = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=MAX_INP
 
 
 class PredictRequest(Schema):
-    """``POST /predict``'s body: a text, a record, or a list of 1 to ``MAX_INPUTS`` of either."""
+    """``POST /predict``'s body: a text, a record, or a list of 1 to ``MAX_INPUTS`` of either;
+    ``adapter``: which of the server's adapters answers (``bertkit serve --adapters``; absent:
+    ``--model``'s, named ``default``)."""
 
     inputs: Text | dict[str, Any] | Inputs | Records
+    adapter: str = DEFAULT
 
     def listed(self) -> list[Any]:
         return self.inputs if isinstance(self.inputs, list) else [self.inputs]
@@ -144,19 +148,21 @@ class _ModelAPI(ls.LitAPI):
     unannotated: LitServe reads an annotation as the body's schema.)"""
 
     def __init__(
-        self, model: str, backend: Backend, batching: Batching, compile: bool = False, precision: Precision = "fp32"
-    ) -> None:
+        self, model: str, backend: Backend, batching: Batching, compile: bool = False, precision: Precision = "fp32",
+        adapters: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(api_path=self.route, max_batch_size=batching.max_batch_size, batch_timeout=batching.timeout)
         self.model, self.backend, self.max_tokens = model, backend, batching.max_tokens
         self.max_request_tokens = batching.max_request_tokens
-        self.compile, self.precision = compile, precision
+        self.compile, self.precision, self.adapters = compile, precision, adapters or {}
 
     route = ""
     """The route's path."""
 
     def setup(self, device: str) -> None:
         started = time.monotonic()
-        self.predictor = Predictor.load(self.model, self.max_tokens, device, self.backend).in_precision(self.precision)
+        self.predictors = load_predictors(self.model, self.adapters, self.backend, self.max_tokens, device)
+        self.predictor = self.predictors[DEFAULT].in_precision(self.precision)
         if self.compile:
             self.predictor.compile()
         print(
@@ -214,22 +220,34 @@ class PredictAPI(_ModelAPI):
 
     route = "/predict"
 
-    def read(self, request: Any) -> Featurized:
-        inputs = parse(PredictRequest, request, "the request body").listed()
+    def read(self, request: Any) -> tuple[str, Featurized]:
+        body = parse(PredictRequest, request, "the request body")
+        predictor = self.predictors.get(body.adapter)
+        if predictor is None:
+            raise ValueError(f"adapter: {body.adapter!r} is not served; expected one of {sorted(self.predictors)}")
+        inputs = body.listed()
         texts = [x for i in inputs for x in ([i] if isinstance(i, str) else i.values()) if isinstance(x, str)]
         self.check_work(
             sum(len(text.split()) for text in texts), "at least"
         )  # a word is a token or more: no featurizing
-        featurized = self.predictor.featurize(self.predictor.examples(inputs))
+        featurized = predictor.featurize(predictor.examples(inputs))
         self.check_work(featurized.tokens)
-        return featurized
+        return body.adapter, featurized
 
-    def run(self, requests: list[Featurized]) -> list[list[dict[str, Any]]]:
-        return self.predictor.predict_featurized(requests)
+    def run(self, requests: list[tuple[str, Featurized]]) -> list[list[dict[str, Any]]]:
+        """Each adapter's requests run together (one adapter active per forward pass)."""
+        answers: list[Any] = [None] * len(requests)
+        for name in dict.fromkeys(name for name, _ in requests):
+            rows = [i for i, (asked, _) in enumerate(requests) if asked == name]
+            records = self.predictors[name].predict_featurized([requests[i][1] for i in rows])
+            for i, record in zip(rows, records, strict=True):
+                answers[i] = record
+        return answers
 
 
 class EmbedAPI(_ModelAPI):
-    """``POST /embed``: text-embeddings-inference's request and response."""
+    """``POST /embed``: text-embeddings-inference's request and response (with ``--adapters``,
+    the encoder with ``--model``'s adapter)."""
 
     route = "/embed"
 
@@ -279,6 +297,16 @@ class DrainingServer(ls.LitServer):
         super()._perform_graceful_shutdown(manager, alive, shutdown_reason)
 
 
+def load_predictors(
+    model: str, adapters: dict[str, str], backend: Backend, max_tokens: int, device: str
+) -> dict[str, Predictor]:
+    """The predictors a server answers with, by adapter name: ``model``'s alone as ``default``, or
+    it and each of ``adapters`` over one shared encoder (``load_adapters``)."""
+    if not adapters:
+        return {DEFAULT: Predictor.load(model, max_tokens, device, backend)}
+    return load_adapters({DEFAULT: model, **adapters}, max_tokens, device)
+
+
 PAGE = Path(__file__).with_name("serve_page.html")
 """``GET /``: a page to try the model (no build step)."""
 
@@ -286,18 +314,24 @@ PAGE = Path(__file__).with_name("serve_page.html")
 def server(
     model: str, backend: Backend = "torch", accelerator: str = "auto", workers: int = 1,
     batching: Batching | None = None, timeout: float = 30.0, embed: bool = True, compile: bool = False,
-    precision: Precision = "fp32", api_key: str | None = None,
+    precision: Precision = "fp32", api_key: str | None = None, adapters: dict[str, str] | None = None,
 ) -> ls.LitServer:  # fmt: skip
     """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
     (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
     ``/embed`` on an ONNX backend, whose graph ends in the head's logits); the model is loaded
     once here, so that one that cannot load stops start-up; with ``api_key``, every route but the
-    page and ``/health`` needs it in ``X-API-Key`` (checked before a body is read)."""
+    page and ``/health`` needs it in ``X-API-Key`` (checked before a body is read); ``adapters``:
+    more adapter checkpoints over ``model``'s base, answered by the same encoder
+    (``bertkit.inference.adapter_set``)."""
     batching = batching or Batching()
-    loaded = Predictor.load(model, batching.max_tokens, "cpu", backend)
-    info = loaded.in_precision(precision).info()  # /info states the precision served
+    loaded = load_predictors(model, adapters or {}, backend, batching.max_tokens, "cpu")
+    info = loaded[DEFAULT].in_precision(precision).info()  # /info states the precision served
+    if adapters:
+        info["adapters"] = {name: predictor.info() for name, predictor in loaded.items()}
     routes = [PredictAPI, EmbedAPI] if embed and backend == "torch" else [PredictAPI]
-    apis = [api(model, backend, batching, compile, precision) for api in routes]
+    apis = [
+        api(model, backend, batching, compile, precision, adapters if api is PredictAPI else None) for api in routes
+    ]
     lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
         middlewares=[JSONBodies, *([(APIKey, {"key": api_key})] if api_key else [])],

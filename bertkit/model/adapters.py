@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import warnings
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal
@@ -69,10 +70,13 @@ def require_peft() -> ModuleType:
     return peft
 
 
-def add_adapter(encoder: nn.Module, adapter: Adapter, default_targets: tuple[str, ...]) -> list[str]:
+def add_adapter(
+    encoder: nn.Module, adapter: Adapter, default_targets: tuple[str, ...], name: str = "default"
+) -> list[str]:
     """Put LoRA layers on ``encoder``'s targeted linear layers, in place (peft's
-    ``inject_adapter_in_model``); every other encoder weight is frozen. Returns the targeted
-    layer names.
+    ``inject_adapter_in_model``, the adapter called ``name``: another name adds a second adapter
+    beside the first, as ``bertkit.inference.adapter_set`` does); every other encoder weight is
+    frozen. Returns the targeted layer names.
 
     Raises:
         ImportError: peft is not installed.
@@ -81,7 +85,7 @@ def add_adapter(encoder: nn.Module, adapter: Adapter, default_targets: tuple[str
     """
     peft = require_peft()
     targets = list(adapter.target_modules or default_targets)
-    linear = sorted({name.rpartition(".")[2] for name, m in encoder.named_modules() if isinstance(m, nn.Linear)})
+    linear = sorted({path.rpartition(".")[2] for path, m in encoder.named_modules() if _adaptable(path, m)})
     missing = [t for t in targets if t.rpartition(".")[2] not in linear]
     if missing:
         raise ValueError(
@@ -90,8 +94,19 @@ def add_adapter(encoder: nn.Module, adapter: Adapter, default_targets: tuple[str
     config = peft.LoraConfig(
         r=adapter.r, lora_alpha=adapter.alpha, lora_dropout=adapter.dropout, target_modules=targets
     )
-    peft.inject_adapter_in_model(config, encoder)
+    with warnings.catch_warnings():  # a second adapter beside the first is the point here
+        warnings.filterwarnings("ignore", "Already found a `peft_config` attribute", UserWarning)
+        peft.inject_adapter_in_model(config, encoder, adapter_name=name)
     return targets
+
+
+def _adaptable(path: str, module: nn.Module) -> bool:
+    """Whether a module is a linear layer of the encoder: an ``nn.Linear``, or one that already
+    carries an adapter (peft's tuner layer), not the layers inside it."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    inside = ".lora_" in path or path.endswith(".base_layer")
+    return isinstance(module, BaseTunerLayer) or (isinstance(module, nn.Linear) and not inside)
 
 
 def is_adapter_key(key: str) -> bool:
@@ -118,10 +133,11 @@ def without_adapters(encoder: nn.Module, merge: bool) -> nn.Module:
 
 def frozen_fingerprint(module: nn.Module) -> str:
     """sha256 of the names, shapes and values of ``module``'s frozen weights (the base model an
-    adapter checkpoint was trained on)."""
+    adapter checkpoint was trained on), named as in the plain module (peft's ``….base_layer.``
+    left out): the same for adapters on any layers of the same base."""
     digest = hashlib.sha256()
     for name, tensor in module.state_dict().items():
         if not is_adapter_key(name):
-            digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+            digest.update(f"{name.replace('.base_layer.', '.')}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
             digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()[:16]
