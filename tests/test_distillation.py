@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertModule
-from bertkit.training.distillation import Distiller, Teacher, soft_target_loss
+from bertkit.training.distillation import Distiller, Teacher, hidden_state_loss, matched_layers, soft_target_loss
 from bertkit.training.trained import save_serving_config
 from tests.conftest import FAST, RECIPE, run_bertkit
 from tests.family_parity import batch
@@ -54,6 +55,36 @@ def test_the_soft_target_loss_is_t_squared_times_the_mean_kl_over_the_rows(shape
         expected.append(float((p * (np.log(p) - np.log(q))).sum()) * temperature**2)
     assert float(got) == pytest.approx(sum(expected) / max(len(expected), 1), rel=1e-4, abs=1e-6)
     assert float(soft_target_loss(teacher, teacher, rows, temperature)) == pytest.approx(0.0, abs=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    layers=st.tuples(st.integers(1, 6), st.integers(1, 12)),
+    widths=st.tuples(st.integers(2, 6), st.integers(2, 6)),
+    lengths=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+    seed=st.integers(0, 2**16),
+)
+def test_the_hidden_state_loss_is_tinybert_mse_over_matched_layers_and_real_tokens(layers, widths, lengths, seed):
+    g = torch.Generator().manual_seed(seed)
+    (m, n), (hs, ht), T = layers, widths, max(lengths)
+    mask = torch.tensor([[1] * k + [0] * (T - k) for k in lengths])
+    student = tuple(torch.randn(len(lengths), T, hs, generator=g) for _ in range(m + 1))
+    teacher = tuple(torch.randn(len(lengths), T, ht, generator=g) for _ in range(n + 1))
+    projection = torch.nn.Linear(hs, ht) if hs != ht else None
+    pairs = matched_layers(m, n)
+    assert pairs[0] == (0, 0) and pairs[-1] == (m, n) and [a for a, _ in pairs] == list(range(m + 1))
+    assert all(b1 <= b2 for (_, b1), (_, b2) in zip(pairs, pairs[1:], strict=False))
+    expected = []
+    with torch.no_grad():
+        for a, b in pairs:
+            for row, k in enumerate(lengths):
+                s = student[a][row, :k]
+                s = projection(s) if projection is not None else s
+                expected.append(((s.double() - teacher[b][row, :k].double()) ** 2).numpy())
+        got = hidden_state_loss(student, teacher, mask, projection)
+    assert float(got) == pytest.approx(float(np.concatenate(expected).mean()), rel=1e-4)
+    same = tuple(t[..., :hs] for t in teacher)
+    assert float(hidden_state_loss(same, same, mask, None)) == 0.0
 
 
 def _labelled(model: BertModule, pairs: bool) -> dict:
@@ -126,6 +157,10 @@ def test_a_teacher_of_another_vocabulary_task_or_without_targets_is_refused(tmp_
         distiller.combine(regression(inputs), inputs, regression)
     with pytest.raises(ValueError, match=r"model.teacher: temperature=0"):
         Teacher(path="x", temperature=0)
+    with pytest.raises(ValueError, match=r"hidden_weight=-1.0; expected .* hidden_weight >= 0"):
+        Teacher(path="x", hidden_weight=-1.0)
+    with pytest.raises(ValueError, match=r"cache with hidden_weight > 0: the hidden states are not cached"):
+        Teacher(path="x", cache=True, hidden_weight=1.0)
 
 
 def _final(folder: Path) -> tuple[dict, list[dict]]:
@@ -149,6 +184,7 @@ def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_exp
         "alpha0": [f"--model.teacher.path={checkpoint}", "--model.teacher.alpha=0"],
         "checkpoint": [f"--model.teacher.path={checkpoint}"],
         "export": [f"--model.teacher.path={tmp_path / 'teacher-export'}"],
+        "hidden": [f"--model.teacher.path={checkpoint}", "--model.teacher.hidden_weight=1.0"],
     }.items():
         (tmp_path / name).mkdir()
         run_bertkit("fit", "--config", str(RECIPE), *student, *extra, cwd=tmp_path / name)
@@ -162,6 +198,18 @@ def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_exp
         assert any(not torch.equal(state[k], labels[k]) for k in labels)
         logged = [r for r in rows if r.get("train/distill_loss")]
         assert logged and all(math.isfinite(float(r["train/distill_loss"])) for r in logged)
+    state, rows = runs["hidden"]  # TinyBERT's states: the tiny student's 128 projected to MiniLM's 384
+    assert state.keys() - labels.keys() == {"distill_projection.weight", "distill_projection.bias"}
+    assert state["distill_projection.weight"].shape == (384, 128)
+    hidden = [float(r["train/hidden_loss"]) for r in rows if r.get("train/hidden_loss")]
+    assert len(hidden) > 3 and all(math.isfinite(h) for h in hidden)
+    last = tmp_path / "hidden/runs/ner/checkpoints/last.ckpt"
+    model = BertModule.load_from_checkpoint(last)  # test, predict, serve: no teacher, no projection
+    assert not hasattr(model, "distill_projection") and model.state_dict().keys() == labels.keys()
+    resumed = [f"--model.teacher.path={checkpoint}", "--model.teacher.hidden_weight=1.0", "--trainer.max_epochs=2"]
+    run_bertkit("fit", "--config", str(RECIPE), *student, *resumed, "--ckpt_path", "last", cwd=tmp_path / "hidden")
+    after = torch.load(last, weights_only=True)["state_dict"]
+    assert not torch.equal(after["distill_projection.weight"], state["distill_projection.weight"])
 
 
 @pytest.mark.parametrize("layers", [2])
@@ -184,3 +232,97 @@ def test_a_student_keeps_the_first_layers_and_exports_them(layers, tmp_path, min
     check_export(cut, "token", "BertForTokenClassification", tmp_path / "export")
     with pytest.raises(ValueError, match=r"model.num_layers=7: expected 1 to 6, the encoder's blocks"):
         BertModule(TokenClassification(entity_types=["PER"]), num_layers=7)
+
+
+def _features(draw_lengths: list[int], pairs: bool, seed: int) -> list[dict]:
+    """Features as the heads read them: [CLS] ids [SEP], and labels (tags on every other token,
+    a label, or an answer span)."""
+    g = torch.Generator().manual_seed(seed)
+    features = []
+    for i, n in enumerate(draw_lengths):
+        ids = [101, *torch.randint(1000, 2000, (n - 2,), generator=g).tolist(), 102]
+        feature = {"input_ids": ids, "token_type_ids": [0] * (n // 2) + [1] * (n - n // 2) if pairs else [0] * n}
+        if pairs:
+            feature["start_positions"], feature["end_positions"] = min(3, n - 1), min(4, n - 1)
+        elif i % 2 and n > 3:  # tags: the scored tokens every other one
+            feature["labels"] = [-100] + [j % 3 if j % 2 else -100 for j in range(n - 2)] + [-100]
+            feature["word_index"] = [-1] + [j // 2 if j % 2 else -1 for j in range(n - 2)] + [-1]
+        else:
+            feature["labels"] = [-100] + [j % 3 for j in range(n - 2)] + [-100]
+            feature["word_index"] = [-1, *range(n - 2), -1]
+        features.append(feature)
+    return features
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    head=st.sampled_from(["tags", "sentences", "spans"]),
+    lengths=st.lists(st.integers(4, 20), min_size=2, max_size=10),
+    seed=st.integers(0, 1000),
+    data=st.data(),
+)
+def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, lengths, seed, data):
+    """Whatever features a batch holds, in any order and padding, duplicates included, the cache
+    gives the teacher's targets of that batch, saved and read back alike."""
+    from bertkit.data.collate import pad_batch
+    from bertkit.training.teacher_cache import TeacherTargets
+
+    make, pairs = HEADS[head]
+    torch.manual_seed(seed)
+    task = make()
+    teacher = BertModule(task, **TINY).eval()
+    features = _features(lengths, pairs, seed)
+    if head == "sentences":
+        for i, f in enumerate(features):
+            f.pop("word_index"), f.update(labels=i % 2)
+    features.append(dict(features[0]))  # the same feature twice
+    collate = lambda part: pad_batch(part, 0, task.pad_values)  # noqa: E731
+    cache = TeacherTargets.compute(teacher, features, collate)
+    assert len(cache) == len({tuple(f["input_ids"]) + tuple(f["token_type_ids"]) for f in features})
+    with tempfile.TemporaryDirectory() as tmp:
+        cache.save(Path(tmp) / "t.safetensors")
+        read = TeacherTargets.load(Path(tmp) / "t.safetensors")
+    chosen = data.draw(st.lists(st.integers(0, len(features) - 1), min_size=1, max_size=6))
+    batch = collate([features[i] for i in chosen])
+    with torch.no_grad():
+        theirs = teacher.head.distillation_targets(teacher(batch), batch)
+    for store in (cache, read):
+        got = store.targets(theirs, batch)
+        for name, (logits, rows) in theirs.items():
+            torch.testing.assert_close(got[name][0][rows], logits[rows].float(), atol=1e-5, rtol=1e-5)
+            assert got[name][0].shape == logits.shape
+    unseen = collate(_features([7], pairs, seed + 1))
+    with pytest.raises(ValueError, match="no feature the teacher's pass saw"):
+        cache.targets(theirs, unseen)
+
+
+@pytest.mark.slow
+def test_a_cached_teacher_trains_as_the_teacher_on_each_batch_and_is_read_by_the_next_run(tmp_path):
+    """NER student from a tiny teacher's checkpoint: with the cache, each step's distillation loss
+    is the on-the-fly one's (the passes differ in padding only); a second run reads the file and
+    trains to the same weights, bit for bit."""
+    run_bertkit("fit", "--config", str(RECIPE), *FAST, "--model.pretrained=null", "--model.preset=tiny",
+                "--model.vocab_file=all-MiniLM-L6-v2", "--trainer.default_root_dir=teacher", cwd=tmp_path)  # fmt: skip
+    teacher = next((tmp_path / "teacher").rglob("last.ckpt"))
+    student = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
+    student += ["--trainer.log_every_n_steps=1", f"--model.teacher.path={teacher}"]
+    env = {"BERTKIT_CACHE": str(tmp_path / "cache")}
+    said, runs = {}, {}
+    for name, extra in {
+        "fly": [],
+        "cached": ["--model.teacher.cache=true"],
+        "again": ["--model.teacher.cache=true"],
+    }.items():
+        (tmp_path / name).mkdir()
+        proc = run_bertkit("fit", "--config", str(RECIPE), *student, *extra, cwd=tmp_path / name, env=env)
+        said[name], runs[name] = proc.stdout + proc.stderr, _final(tmp_path / name)
+    assert re.search(r"targets for [\d,]+ training features computed and written to \S+teacher", said["cached"])
+    assert re.search(r"targets for [\d,]+ training features read from", said["again"])
+    losses = {
+        n: [float(r["train/distill_loss"]) for r in rows if r.get("train/distill_loss")]
+        for n, (_, rows) in runs.items()
+    }
+    assert len(losses["fly"]) == len(losses["cached"]) > 3
+    np.testing.assert_allclose(losses["cached"], losses["fly"], rtol=1e-3, atol=1e-5)
+    cached, again = runs["cached"][0], runs["again"][0]
+    assert all(torch.equal(cached[k], again[k]) for k in cached)

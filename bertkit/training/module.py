@@ -21,6 +21,7 @@ from torch import nn
 from typing_extensions import override
 
 from bertkit.model.adapters import Adapter, add_adapter, frozen_fingerprint, is_adapter_key, without_adapters
+from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
 from bertkit.model.hub import pinned
@@ -207,9 +208,17 @@ class BertModule(pl.LightningModule):
 
     @override
     def configure_model(self) -> None:
-        """Build the head of a task that became ready in ``datamodule.setup`` (``Task.learn``)."""
+        """Build the head of a task that became ready in ``datamodule.setup`` (``Task.learn``);
+        when fitting with ``model.teacher``, read the teacher, and add the student's projection of
+        its hidden states (``hidden_weight``, widths that differ: ``distill_projection``) before
+        the optimizer and a resumed checkpoint see the parameters."""
         if self.head is None and self.task.ready:
             self.build_head()
+        fitting = self._trainer is not None and self.trainer.state.fn == "fit"
+        if fitting and self.hparams.get("teacher") and self._distiller is None:
+            self._distiller = Distiller(Teacher(**self.hparams.teacher), self)
+            if self._distiller.projection is not None:
+                self.distill_projection = self._distiller.projection
 
     @override
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -231,8 +240,11 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_train_start(self) -> None:
-        """Restore the generators of a resumed checkpoint here, after the sanity check's loaders
-        (which draw from them) and before the first training batch, where the saved run was."""
+        """Compute or read the teacher's cached targets (``model.teacher.cache``). Restore the
+        generators of a resumed checkpoint here, after the sanity check's loaders (which draw from
+        them) and before the first training batch, where the saved run was."""
+        if self._distiller is not None and self._distiller.spec.cache:
+            self._distiller.cache_targets(self.trainer.train_dataloader)
         if self._resumed_rng is not None:
             set_rng_states(self._resumed_rng)
             self._resumed_rng = None
@@ -246,6 +258,9 @@ class BertModule(pl.LightningModule):
             ValueError: the head was built with other learned settings than the checkpoint's.
         """
         self._fill_base_weights(checkpoint)
+        if not hasattr(self, "distill_projection"):  # only training with the teacher uses it
+            for key in [k for k in checkpoint["state_dict"] if k.startswith("distill_projection.")]:
+                del checkpoint["state_dict"][key]
         per_rank = checkpoint.get("rng_states_per_rank") or []
         rank = self.trainer.global_rank if self._trainer is not None else 0
         self._resumed_rng = per_rank[rank] if rank < len(per_rank) else checkpoint.get("rng_states")
@@ -318,6 +333,18 @@ class BertModule(pl.LightningModule):
 
     @override
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        return self.forward_with_states(batch)[0]
+
+    def forward_with_states(
+        self, batch: Batch, output_hidden_states: bool = False
+    ) -> tuple[dict[str, torch.Tensor], EncoderOutput]:
+        """The head's outputs (``forward``'s) and the encoder's output, with every layer's
+        (B, T, H) states when ``output_hidden_states`` (the last block then runs on every token,
+        not the ``[CLS]`` position alone, for a head that reads only it).
+
+        Raises:
+            RuntimeError: the head is not built yet.
+        """
         if self.head is None:
             raise RuntimeError(
                 f"{type(self.task).__name__} has no head yet: it learns {', '.join(self.task.learned)} "
@@ -326,13 +353,19 @@ class BertModule(pl.LightningModule):
         batch = self.head.encoder_inputs(batch)
         inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
         unpad = self.hparams.unpad and not self.head.reads_padding
-        encoded = self.encoder(**inputs, cls_only=self.head.reads_cls_only, unpad=unpad)
-        return self.head(encoded, batch)
+        encoded = self.encoder(
+            **inputs, cls_only=self.head.reads_cls_only and not output_hidden_states, unpad=unpad,
+            output_hidden_states=output_hidden_states,
+        )  # fmt: skip
+        return self.head(encoded, batch), encoded
 
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
-        outputs = self(batch)
-        if stage == "train" and self._distiller is not None:
-            outputs = self._distiller.combine(outputs, batch, self)
+        distiller = self._distiller if stage == "train" else None
+        hidden = distiller is not None and distiller.spec.hidden_weight > 0
+        outputs, encoded = self.forward_with_states(batch, hidden)
+        if distiller is not None:
+            states = encoded.hidden_states[: len(self.encoder.blocks) + 1] if hidden else None
+            outputs = distiller.combine(outputs, batch, self, states)
         size = batch["input_ids"].shape[0]
         for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
             if key == "loss" or key.endswith(("_loss", "/loss")):
@@ -418,8 +451,8 @@ class BertModule(pl.LightningModule):
             raise ValueError(
                 "model.int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
             )
-        if self.hparams.get("teacher") and self._distiller is None:
-            self._distiller = Distiller(Teacher(**self.hparams.teacher), self)
+        if self._distiller is not None:
+            self._distiller.model.to(self.device)
         precision = str(self.trainer.precision)
         if (
             self.device.type == "cpu"
