@@ -3,8 +3,8 @@
 on CoNLL-2003 NER with MiniLM: the same data, batches and seeds on every side, each run in a
 process of its own.
 
-The teacher: MiniLM fine-tuned by the NER recipe for one epoch on the first ``--sentences``
-sentences of ``eng.train``. Each student (MiniLM's first 2 layers, ``model.num_layers``) trains
+The teacher: MiniLM fine-tuned by the NER recipe for ``--epochs`` epochs on the first
+``--sentences`` sentences of ``eng.train``. Each student (MiniLM's first 2 layers, ``model.num_layers``) trains
 ``--epochs`` epochs on those sentences (the data re-read every epoch, where a cache pays),
 validation off. Sides, per seed, in this order:
 
@@ -75,7 +75,7 @@ def child(side: str, seed: int, epochs: int, work: Path) -> dict[str, Any]:
     overrides = {
         **side_settings(side, work / "teacher" / "checkpoints" / "last.ckpt"),
         "seed_everything": seed, "data.seed": seed, "data.data_dir": str(work / "data"),
-        "trainer.max_epochs": 1 if side == "teacher" else epochs, "trainer.limit_val_batches": 0,
+        "trainer.max_epochs": epochs, "trainer.limit_val_batches": 0,
         "trainer.enable_progress_bar": False, "trainer.default_root_dir": str(work / side), "trainer.logger": False,
     }  # fmt: skip
     epoch_starts: list[float] = []

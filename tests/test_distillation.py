@@ -326,3 +326,25 @@ def test_a_cached_teacher_trains_as_the_teacher_on_each_batch_and_is_read_by_the
     np.testing.assert_allclose(losses["cached"], losses["fly"], rtol=1e-3, atol=1e-5)
     cached, again = runs["cached"][0], runs["again"][0]
     assert all(torch.equal(cached[k], again[k]) for k in cached)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("recipe", "overlay"), [("ner.yaml", "ner_distill.yaml"), ("sst2.yaml", "sst2_distill.yaml")])
+def test_the_distillation_recipes_train_a_two_layer_student(recipe, overlay, tmp_path):
+    """Each overlay as its comment runs it (on the bundled samples; a tiny teacher for speed):
+    the teacher, then the student with MiniLM's first 2 blocks."""
+    recipes = RECIPE.parent
+    tiny = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
+    run_bertkit(
+        "fit", "--config", str(recipes / recipe), *FAST, *tiny, "--trainer.default_root_dir=teacher", cwd=tmp_path
+    )
+    teacher = tmp_path / "teacher/checkpoints/last.ckpt"
+    proc = run_bertkit(
+        "fit", "--config", str(recipes / recipe), "--config", str(recipes / overlay), *FAST,
+        f"--model.teacher.path={teacher}", "--trainer.default_root_dir=student", cwd=tmp_path,
+        env={"BERTKIT_CACHE": str(tmp_path / "cache")},
+    )  # fmt: skip
+    state = torch.load(tmp_path / "student/checkpoints/last.ckpt", weights_only=True)
+    assert state["hyper_parameters"]["num_layers"] == 2 and state["hyper_parameters"]["teacher"]["path"] == str(teacher)
+    assert not any(k.startswith("encoder.encoder.layer.2.") for k in state["state_dict"])
+    assert ("computed and written to" in proc.stdout + proc.stderr) == (overlay == "sst2_distill.yaml")

@@ -103,8 +103,11 @@ class Head(nn.Module):
         ``forward``'s outputs and ``rows`` a bool tensor of ``logits.shape[:-1]`` marking the rows
         whose distribution over the last dimension is learned (scored tokens, every sentence …).
         Called with the student's outputs and with the teacher's on the same batch; a class the
-        distribution must not reach (padding) holds the lowest value in both. Empty (the
-        default): the head takes no part, and a run with a teacher says so."""
+        distribution must not reach (padding) holds the lowest value in both. For a cached
+        teacher (``model.teacher.cache``, ``bertkit.training.teacher_cache``) ``rows`` must follow
+        from each feature alone, and a last dimension that is not the classes runs over the
+        positions (question answering's start and end). Empty (the default): the head takes no
+        part, and a run with a teacher says so."""
         return {}
 
     def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
