@@ -262,8 +262,9 @@ def _features(draw_lengths: list[int], pairs: bool, seed: int) -> list[dict]:
     data=st.data(),
 )
 def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, lengths, seed, data):
-    """Whatever features a batch holds, in any order and padding, duplicates included, the cache
-    gives the teacher's targets of that batch, saved and read back alike."""
+    """Whatever features a batch holds, in any order and padding, duplicates included (and the
+    same ids scored at other tokens), the cache gives the teacher's targets of that batch, saved
+    and read back alike."""
     from bertkit.data.collate import pad_batch
     from bertkit.training.teacher_cache import TeacherTargets
 
@@ -276,6 +277,11 @@ def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, le
         for i, f in enumerate(features):
             f.pop("word_index"), f.update(labels=i % 2)
     features.append(dict(features[0]))  # the same feature twice
+    if "word_index" in features[0]:  # the same ids scored at other tokens ("1-0" against "1 - 0")
+        n = len(features[0]["input_ids"])
+        features.append(
+            {**features[0], "labels": [-100] + [1] * (n - 2) + [-100], "word_index": [-1, *range(n - 2), -1]}
+        )
     collate = lambda part: pad_batch(part, 0, task.pad_values)  # noqa: E731
     cache = TeacherTargets.compute(teacher, features, collate)
     assert len(cache) == len({tuple(f["input_ids"]) + tuple(f["token_type_ids"]) for f in features})

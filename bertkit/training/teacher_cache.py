@@ -1,16 +1,18 @@
 """The teacher's targets computed once (``model.teacher.cache``): before the first training step,
 the teacher runs over every training feature once, and each feature's distillation targets
-(``Head.distillation_targets``: the rows that count, at the feature's own length) are kept,
-keyed by what the teacher reads of it (its ``input_ids`` and ``token_type_ids``). Each training
-step then looks its rows up instead of running the teacher, whatever order and padding the
-batches come in. The targets are written to ``$BERTKIT_CACHE/teacher`` (safetensors), named by
+(``Head.distillation_targets``' logits, every row of them at the feature's own length) are
+kept, keyed by what the teacher reads of it (its ``input_ids`` and ``token_type_ids``). Each
+training step then looks them up instead of running the teacher, whatever order and padding the
+batches come in, and the student's rows pick the ones that count (the same ids may be scored
+at other tokens: "1-0" is one word and "1 - 0" three, with the same word pieces). The targets are written to ``$BERTKIT_CACHE/teacher`` (safetensors), named by
 the teacher's files and the features: a later run of the same teacher on the same data (another
 seed, alpha, temperature or student) reads them instead.
 
 The pass runs features of one length together (no padding), so a feature's targets do not
-depend on the batch it happened to be in. A target whose last dimension runs over the positions
-(question answering's start and end) is stored at the feature's length; in a longer batch the
-positions past it hold the lowest value, as ``Head.distillation_targets`` requires of padding.
+depend on the batch it happened to be in. Its rows and classes are placed first in the batch's
+(padded) row of the target: positions past the feature's length (a token's rows; question
+answering's classes, which run over the positions) hold the lowest value, as
+``Head.distillation_targets`` requires of padding.
 """
 
 from __future__ import annotations
@@ -93,8 +95,8 @@ class TeacherTargets:
                     if key in keys:
                         continue
                     keys[key] = len(keys)
-                    for name, (logits, mask) in targets.items():
-                        rows[name].append(_rows_of(logits[j], mask[j]).float().cpu())
+                    for name, (logits, _) in targets.items():
+                        rows[name].append(logits[j].reshape(-1, logits.shape[-1]).float().cpu())
         names = sorted(rows)
         return cls(
             torch.tensor(np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 16).copy()),
@@ -104,11 +106,12 @@ class TeacherTargets:
 
     def targets(self, mine: dict[str, DistillationTarget], batch: Batch) -> dict[str, DistillationTarget]:
         """The teacher's targets for a training batch, shaped as the student's ``mine``
-        (``Head.distillation_targets``), from the stored rows of each of its features.
+        (``Head.distillation_targets``; its rows say which count), from the stored rows of each
+        of its features.
 
         Raises:
             ValueError: a feature the teacher's pass did not see (the training data changed), or
-                one whose rows differ from the stored ones.
+                stored targets larger than the batch's.
         """
         ids, mask = batch["input_ids"].cpu(), batch["attention_mask"].cpu()
         types = batch["token_type_ids"].cpu() if "token_type_ids" in batch else None
@@ -124,17 +127,16 @@ class TeacherTargets:
         out = {}
         for name, (logits, rows) in mine.items():
             theirs = torch.full(logits.shape, torch.finfo(torch.float32).min)
-            cpu_rows = rows.cpu()
             for b, i in enumerate(found):
                 k, classes = self.shapes[name][i].tolist()
-                place, take = theirs[b].reshape(-1, logits.shape[-1]), cpu_rows[b].reshape(-1)
-                if int(take.sum()) != k or classes > logits.shape[-1]:
+                place = theirs[b].reshape(-1, logits.shape[-1])
+                if k > place.shape[0] or classes > place.shape[1]:
                     raise ValueError(
-                        f"model.teacher.cache: {name} of training row {b}: {int(take.sum())} rows of "
-                        f"{logits.shape[-1]}, stored {k} of {classes}"
+                        f"model.teacher.cache: {name} of training row {b}: stored {k} x {classes}, larger than the "
+                        f"batch's {place.shape[0]} x {place.shape[1]}"
                     )
                 start = int(self.offsets[name][i])
-                place[take, :classes] = self.values[name][start : start + k * classes].view(k, classes)
+                place[:k, :classes] = self.values[name][start : start + k * classes].view(k, classes)
             out[name] = (theirs.to(logits.device, non_blocking=True), rows)
         return out
 
@@ -181,11 +183,6 @@ def _files_identity(path: Path) -> bytes:
     export folder: a rewritten teacher is another teacher."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     return "\n".join(f"{p.resolve()}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files).encode()
-
-
-def _rows_of(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """One feature's rows that count: (k, C) from logits (..., C) and a bool mask of (...)."""
-    return logits.reshape(-1, logits.shape[-1])[mask.reshape(-1)]
 
 
 def _starts(sizes: torch.Tensor) -> torch.Tensor:
