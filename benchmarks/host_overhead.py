@@ -10,11 +10,16 @@ mostly the framework's. Three sides in one run, on the same batches of the same 
   AdamW and the schedule, nothing else: the floor.
 
 Per side: the median microseconds between the starts of consecutive steps over ``--steps``
-steps after ``--warmup``, the calls that would wait for a GPU per step (``Tensor.item``,
+steps after ``--warmup``; the calls that would wait for a GPU per step (``Tensor.item``,
 ``tolist``, ``cpu``, ``numpy``, ``bool``/``float``/``int`` of a tensor: on a GPU each is a
-host-device synchronisation), and the leaf ``aten`` operators per step (each one kernel launch
-or more on a GPU), counted by ``torch.profiler`` over 5 further steps. NER uses the softmax tagger
-(no CRF) so that transformers' class computes the same head.
+host-device synchronisation; those made while a data loader collates read host tensors and are
+listed as ``[loader]`` but not counted) and where they are made (``wait_sites``); the leaf
+``aten`` operators per step (each one kernel launch or more on a GPU), counted by
+``torch.profiler`` over 5 further steps. For bertkit also ``python``: the framework's own Python
+time per step by function, from a further fit under ``cProfile``. NER uses the softmax tagger (no
+CRF) so that transformers' class computes the same head. Pre-training (MLM + NSP on the Brown
+corpus, prepared once with static masks) has the bertkit and bare sides only: no transformers
+class reads its batches as they are.
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/host_overhead.py   # writes benchmarks/results/host_overhead.json
 """
@@ -22,9 +27,11 @@ or more on a GPU), counted by ``torch.profiler`` over 5 further steps. NER uses 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import inspect
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -51,6 +58,8 @@ TASKS = {  # recipe, overrides, transformers class
             "AutoModelForTokenClassification"),
     "sst2": ("sst2.yaml", {}, "AutoModelForSequenceClassification"),
     "squad": ("squad.yaml", {}, "AutoModelForQuestionAnswering"),
+    "pretraining": ("pretrain_bert.yaml", {"data.train_file": "brown.txt",
+                    "model.task.init_args.preparation.dupe_factor": 1}, None),
 }  # fmt: skip
 SQUAD_ARTICLES = 20  # of SQuAD v1.1 dev (the train file is not here): thousands of questions, quick to featurize
 WAITING = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
@@ -58,35 +67,56 @@ PROFILED = 5
 
 
 class Clock:
-    """Step starts (``tick``): the times, the waiting calls counted so far, and the profiler's
-    schedule, stepped once a step."""
+    """Step starts (``tick``): the times, the waiting calls counted so far (by the function that
+    made them), and the profiler's schedule, stepped once a step."""
 
     def __init__(self, counts: Counter, profiler: Any) -> None:
         self.times: list[float] = []
-        self.waits: list[int] = []
+        self.waits: list[Counter] = []
         self.counts, self.profiler = counts, profiler
 
     def tick(self) -> None:
         self.times.append(time.perf_counter())
-        self.waits.append(sum(self.counts.values()))
+        self.waits.append(Counter(self.counts))
         self.profiler.step()
 
     def result(self, warmup: int, steps: int) -> dict[str, Any]:
         starts = self.times[warmup : warmup + steps + 1]
         gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-        waits = self.waits[warmup + steps] - self.waits[warmup]
-        return {"us_per_step": round(1e6 * statistics.median(gaps), 1), "waits_per_step": round(waits / steps, 2)}
+        sites = self.waits[warmup + steps] - self.waits[warmup]
+        waits = sum(n for site, n in sites.items() if "[loader]" not in site)
+        return {
+            "us_per_step": round(1e6 * statistics.median(gaps), 1),
+            "waits_per_step": round(waits / steps, 2),
+            "wait_sites": {site: round(n / steps, 2) for site, n in sites.most_common()},
+        }
+
+
+LOADER = "/torch/utils/data/"
+
+
+def caller() -> str:
+    """``file:function`` of the first caller outside torch and this file (where a wait is made);
+    `` [loader]`` after it when the call comes from a data loader's fetch (collation: host tensors,
+    which wait for nothing on a GPU either)."""
+    frame = sys._getframe(2)
+    while frame is not None and ("/torch/" in frame.f_code.co_filename or frame.f_code.co_filename == __file__):
+        frame = frame.f_back
+    site = "?" if frame is None else f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+    while frame is not None and LOADER not in frame.f_code.co_filename:
+        frame = frame.f_back
+    return site if frame is None else f"{site} [loader]"
 
 
 @contextmanager
 def counted_waits() -> Iterator[Counter]:
-    """Count the calls of ``WAITING`` on tensors while the block runs."""
+    """Count the calls of ``WAITING`` on tensors while the block runs, by ``caller``."""
     counts: Counter = Counter()
     originals = {name: getattr(torch.Tensor, name) for name in WAITING}
 
     def wrap(name: str, method: Callable) -> Callable:
         def counting(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            counts[name] += 1
+            counts[f"{caller()} ({name})"] += 1
             return method(self, *args, **kwargs)
 
         return counting
@@ -133,6 +163,8 @@ def composed(task: str, args: argparse.Namespace, total: int) -> Any:
     }  # fmt: skip
     if task == "squad":
         settings |= {"data.data_dir": str(squad_subset(args.work)), "data.train_file": "train.json"}
+    if task == "pretraining":  # the Brown corpus, prepared once into the cache (MLM + NSP, static masks)
+        settings |= {"data.data_dir": str(Path(os.environ["BERTKIT_DATA_DIR"]) / "corpus")}
     return compose(ROOT / "recipes" / recipe, overrides=settings | overrides)
 
 
@@ -152,6 +184,28 @@ def bertkit_side(run: Any) -> Callable[[Clock], None]:
         run.trainer.fit(run.model, datamodule=run.datamodule)
 
     return side
+
+
+FRAMEWORK = ("/pytorch_lightning/", "/lightning_fabric/", "/bertkit/", "/plugins/", "/torchmetrics/")
+"""Where the Python functions ``python_profile`` lists live."""
+
+
+def python_profile(run: Any, total: int, top: int = 12) -> dict[str, float]:
+    """Microseconds per step of the framework's own Python (``FRAMEWORK``: Lightning, bertkit and
+    its plugins, torchmetrics), by function (its own time, not its callees'), over a whole fit
+    under ``cProfile`` (which slows every Python call: the figures rank, the timings above
+    measure); ``total`` the framework's whole own time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run.trainer.fit(run.model, datamodule=run.datamodule)
+    profiler.disable()
+    own = {
+        f"{Path(path).name}:{name}": stat[2]
+        for (path, _, name), stat in pstats.Stats(profiler).stats.items()  # type: ignore[attr-defined]
+        if any(part in path for part in FRAMEWORK)
+    }
+    ranked = sorted(own.items(), key=lambda kv: -kv[1])[:top]
+    return {"total": round(1e6 * sum(own.values()) / total, 1)} | {k: round(1e6 * v / total, 1) for k, v in ranked}
 
 
 def bare_side(run: Any, total: int) -> Callable[[Clock], None]:
@@ -232,12 +286,18 @@ def main() -> None:
     for task in args.tasks:
         results[task] = {
             "bertkit": timed(bertkit_side(composed(task, args, total)), args.warmup, args.steps),
-            "transformers": timed(transformers_side(composed(task, args, total), task, args, total), args.warmup, args.steps),
             "bare": timed(bare_side(composed(task, args, total), total), args.warmup, args.steps),
         }  # fmt: skip
+        if (
+            TASKS[task][2] is not None
+        ):  # pre-training: no transformers class reads bertkit's MLM + NSP batches as they are
+            side = transformers_side(composed(task, args, total), task, args, total)
+            results[task]["transformers"] = timed(side, args.warmup, args.steps)
+        results[task]["bertkit"]["python"] = python_profile(composed(task, args, total), total)
         floor = results[task]["bare"]["us_per_step"]
         for side in ("bertkit", "transformers"):
-            results[task][side]["x_bare"] = round(results[task][side]["us_per_step"] / floor, 2)
+            if side in results[task]:
+                results[task][side]["x_bare"] = round(results[task][side]["us_per_step"] / floor, 2)
         print(task, json.dumps(results[task]), flush=True)
     result = header(
         "Host overhead of a training step: a tiny encoder on real batches, bertkit fit vs transformers' Trainer vs a bare loop",

@@ -20,6 +20,46 @@ def test_rich_bar_counts_epochs_from_one_without_a_negative_total(max_epochs, sa
     assert bar._get_train_description(2).strip() == says
 
 
+@pytest.mark.parametrize("every", [1, 3, 7])
+def test_the_rich_bar_reads_the_metrics_only_when_they_are_logged(every) -> None:
+    """Reading the shown loss waits for a GPU's step: the bar reads it at the steps the loggers
+    do (multiples of ``log_every_n_steps``) and at the end, never in between."""
+    import pytorch_lightning as pl
+    import torch
+    from torch.utils.data import DataLoader
+
+    from bertkit.training.progress import EpochRichProgressBar
+
+    reads: list[int] = []
+
+    class Counting(EpochRichProgressBar):
+        def get_metrics(self, trainer, pl_module):
+            reads.append(trainer.global_step)
+            return super().get_metrics(trainer, pl_module)
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            loss = self.layer(batch).pow(2).mean()
+            self.log("train/loss", loss, prog_bar=True)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    trainer = pl.Trainer(
+        max_steps=20, callbacks=[Counting()], logger=False, enable_checkpointing=False, enable_model_summary=False,
+        log_every_n_steps=every,
+    )  # fmt: skip
+    trainer.fit(Tiny(), DataLoader(torch.randn(40, 2), batch_size=1))
+    during = [step for step in reads if 0 < step < 20]
+    assert during and all(step % every == 0 for step in during), reads
+    assert len(during) == len(range(every, 20, every))
+
+
 def test_plain_lines_count_batches_against_the_epochs_own_total(capsys) -> None:
     """A step-limited run of 10 batches an epoch and 25 steps: every line says ``batch i/N`` with
     N fixed for the epoch (10, 10, then the 5 left), never the steps left to ``max_steps``."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from bertkit.model.unpadded import with_layout
 from bertkit.tasks.task import Batch, Feature
 
 # Padding values of the list keys the core knows (input_ids pads with the tokenizer's pad id);
@@ -48,3 +49,16 @@ def pad_batch(features: Sequence[Feature], pad_token_id: int = 0, pad_values: Ma
         [[1] * len(f["input_ids"]) + [0] * (T - len(f["input_ids"])) for f in features]
     )
     return batch
+
+
+def collate(
+    features: Sequence[Feature],
+    pad_token_id: int = 0,
+    pad_values: Mapping[str, int] | None = None,
+    layout: bool = False,
+) -> Batch:
+    """``pad_batch``, and with ``layout`` the batch's unpadded layout (``with_layout``: computed in
+    the loader's workers, read by an unpadded encoder without waiting for the device). What the
+    data module's loaders collate with."""
+    batch = pad_batch(features, pad_token_id, pad_values)
+    return with_layout(batch) if layout else batch

@@ -21,7 +21,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from bertkit.data.collate import pad_batch
+from bertkit.data.collate import collate
 from bertkit.data.hf_datasets import HFSplits, load_splits
 from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import (
@@ -535,7 +535,9 @@ class BertDataModule(pl.LightningDataModule):
             # Every loader draws its workers' base seed from its own generator, not from torch's
             # global one: dropout's random numbers stay where a checkpoint saved them (exact resume).
             generator=torch.Generator().manual_seed(hp.seed),
-            collate_fn=partial(pad_batch, pad_token_id=pad_id, pad_values=self._task().pad_values),
+            collate_fn=partial(
+                collate, pad_token_id=pad_id, pad_values=self._task().pad_values, layout=bool(self.unpadded)
+            ),
             num_workers=hp.num_workers,
             pin_memory=self.trainer is not None and self.trainer.strategy.root_device.type == "cuda",  # non-blocking
         )

@@ -30,6 +30,9 @@ attention is SDPA's math with ``bertkit.model.dropout`` (``attend``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
@@ -172,13 +175,17 @@ class Unpadded:
 
     @classmethod
     def of(cls, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> Unpadded:
-        """The layout of a (B, T) batch: ``from_mask`` of its mask, ``full`` without one.
+        """The layout of a (B, T) batch: the one its loader computed when that mask is the batch's
+        within ``given_layout``, else ``from_mask`` of its mask; ``full`` without one.
 
         Raises:
             ValueError: see ``from_mask``.
         """
         if attention_mask is None:
             return cls.full(input_ids.shape[0], input_ids.shape[1], input_ids.device)
+        given = _GIVEN.get()
+        if given is not None and given[0] is attention_mask:
+            return given[1]
         return cls.from_mask(attention_mask)
 
     @property
@@ -231,6 +238,48 @@ class Unpadded:
             members.append(order[start:end])
             start = end
         return Blocks.of(members, self.offsets, self.indices.device)
+
+
+LAYOUT_KEYS = ("unpad_indices", "cu_seqlens", "seq_offsets")
+"""The batch keys ``with_layout`` adds."""
+
+_GIVEN: ContextVar[tuple[torch.Tensor, Unpadded] | None] = ContextVar("bertkit_given_layout", default=None)
+
+
+def with_layout(batch: dict[str, Any]) -> dict[str, Any]:
+    """``batch`` with the unpadded layout of its (B, T) ``attention_mask`` (``Unpadded.from_mask``)
+    as ``unpad_indices`` (N,), ``cu_seqlens`` (B + 1,) int32 and ``seq_offsets`` (a tuple of
+    ints): computed where the batch is collated (the loader's workers, on the host), so that on a
+    GPU the model reads the layout without waiting for the device (``given_layout``).
+
+    Raises:
+        ValueError: a row with no real token.
+    """
+    layout = Unpadded.from_mask(batch["attention_mask"])
+    batch["unpad_indices"], batch["cu_seqlens"], batch["seq_offsets"] = (
+        layout.indices,
+        layout.cu_seqlens,
+        layout.offsets,
+    )
+    return batch
+
+
+@contextmanager
+def given_layout(batch: dict[str, Any]) -> Iterator[None]:
+    """Within it, ``Unpadded.of`` of this batch's ``attention_mask`` (the same tensor) is the layout
+    ``with_layout`` stored in the batch (moved to the device with it); a batch without one, or
+    another mask (a head that built its own), is laid out from its mask as before."""
+    if "cu_seqlens" not in batch:
+        yield
+        return
+    mask, offsets = batch["attention_mask"], tuple(batch["seq_offsets"])
+    longest = max(b - a for a, b in pairwise(offsets))
+    layout = Unpadded(batch["unpad_indices"], batch["cu_seqlens"], longest, mask.shape[0], mask.shape[1], offsets)
+    token = _GIVEN.set((mask, layout))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 def route(q: torch.Tensor, dropout_p: float) -> str:

@@ -29,11 +29,13 @@ from bertkit.model.prepacked import prepack_linears, unprepack_linears
 from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
 from bertkit.model.quantize import Int8Linear, quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
+from bertkit.model.unpadded import given_layout
 from bertkit.model.weights import save_encoder
 from bertkit.plugins import registered
 from bertkit.tasks.head import Head
 from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
 from bertkit.training.distillation import Distiller, Teacher
+from bertkit.training.nonfinite import NonFiniteLoss
 from bertkit.training.rng import rng_states, set_rng_states
 from bertkit.utils.io import atomic_path
 from bertkit.utils.precision import native_bf16
@@ -136,6 +138,7 @@ class BertModule(pl.LightningModule):
         teacher = Teacher(**teacher) if isinstance(teacher, dict) else teacher  # a checkpoint's plain values
         self.hparams["teacher"] = asdict(teacher) if teacher is not None else None
         self._distiller: Distiller | None = None
+        self._nonfinite = NonFiniteLoss()  # a training loss that was not finite (on the device)
         self.hparams["task"] = task.spec()  # plain values only: checkpoints load with weights_only=True
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
@@ -227,6 +230,7 @@ class BertModule(pl.LightningModule):
         rest). Processes draw different amounts (their batches differ in shape), so each keeps its
         own; every process saves a checkpoint (``Trainer.save_checkpoint`` waits for all), so all
         take part in the gathering."""
+        self._nonfinite.check(self.global_step)  # no checkpoint of weights past a bad step's
         checkpoint["rng_states"] = rng_states()
         if self._base_weights is not None:  # adapters and head only: the base comes from model.pretrained
             state = checkpoint["state_dict"]
@@ -353,10 +357,11 @@ class BertModule(pl.LightningModule):
         batch = self.head.encoder_inputs(batch)
         inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
         unpad = self.hparams.unpad and not self.head.reads_padding
-        encoded = self.encoder(
-            **inputs, cls_only=self.head.reads_cls_only and not output_hidden_states, unpad=unpad,
-            output_hidden_states=output_hidden_states,
-        )  # fmt: skip
+        with given_layout(batch):  # the layout the loader computed, if it did (no device wait)
+            encoded = self.encoder(
+                **inputs, cls_only=self.head.reads_cls_only and not output_hidden_states, unpad=unpad,
+                output_hidden_states=output_hidden_states,
+            )  # fmt: skip
         return self.head(encoded, batch), encoded
 
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
@@ -382,16 +387,21 @@ class BertModule(pl.LightningModule):
         tokens = batch["attention_mask"].sum().float()  # every process's, summed at the epoch's end
         self.log("train/tokens", tokens, reduce_fx="sum", on_step=False, on_epoch=True, sync_dist=True)
         loss = self._shared_step(batch, "train")["loss"]
-        bad = not bool(torch.isfinite(loss))  # one such step would make every weight NaN
-        if self.trainer.world_size > 1:  # every process stops together (none waits in the all-reduce)
-            bad = self.trainer.strategy.reduce_boolean_decision(bad, all=False)
-        if bad:
-            raise FloatingPointError(
-                f"training loss is not finite ({float(loss)} on this process) at step {self.global_step} (epoch "
-                f"{self.current_epoch}, batch {batch_idx}); stopped before this step changed the weights. Check the "
-                "data for extreme or non-finite labels, or lower model.learning_rate"
-            )
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)  # 16-mixed's GradScaler sets found_inf itself
+        optimizer = self.trainer.optimizers[0] if self.trainer.optimizers and scaler is None else None
+        if not self._nonfinite.update(loss, self.global_step, optimizer):
+            self._nonfinite.check(self.global_step)  # this optimizer cannot skip the step on the device
         return loss
+
+    @override
+    def on_train_batch_end(self, outputs: Any, batch: Batch, batch_idx: int) -> None:
+        """Read the non-finite flag every ``trainer.log_every_n_steps`` steps (``NonFiniteLoss``)."""
+        if self.global_step % max(self.trainer.log_every_n_steps, 1) == 0:
+            self._nonfinite.check(self.global_step)
+
+    @override
+    def on_train_end(self) -> None:
+        self._nonfinite.check(self.global_step)
 
     @override
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
@@ -441,6 +451,8 @@ class BertModule(pl.LightningModule):
     def on_validation_start(self) -> None:
         if self.trainer.state.fn == "validate":  # not fit's validation: fit refuses int8
             self._to_int8()
+        else:  # fit's: no scores of weights past a bad step's
+            self._nonfinite.check(self.global_step)
 
     @override
     def on_fit_start(self) -> None:
@@ -451,6 +463,7 @@ class BertModule(pl.LightningModule):
             raise ValueError(
                 "model.int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
             )
+        self._nonfinite = NonFiniteLoss()
         if self._distiller is not None:
             self._distiller.model.to(self.device)
         precision = str(self.trainer.precision)

@@ -18,7 +18,20 @@ from typing_extensions import override
 class EpochRichProgressBar(RichProgressBar):
     """Lightning's ``RichProgressBar``, counting epochs from 1 as the summary does (``Epoch 1/3``
     for the first of three, where Lightning says ``Epoch 0/2``), and ``Epoch 2`` rather than
-    ``Epoch 1/-2`` when the run is limited by ``max_steps`` (``max_epochs: -1``)."""
+    ``Epoch 1/-2`` when the run is limited by ``max_steps`` (``max_epochs: -1``). The metrics it
+    shows (the training loss) are read every ``trainer.log_every_n_steps`` steps, when the
+    loggers read them, not after every step: each read waits for the GPU to finish the step."""
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if not self.is_disabled and self.train_progress_bar_id is None:  # a run resumed inside an epoch
+            self._initialize_train_progress_bar_id()
+        self._update(self.train_progress_bar_id, batch_idx + 1)
+        if trainer.global_step % max(trainer.log_every_n_steps, 1) == 0:
+            self._update_metrics(trainer, pl_module)
+        self.refresh()
 
     @override
     def _get_train_description(self, current_epoch: int) -> str:
