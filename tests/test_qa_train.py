@@ -4,6 +4,7 @@ threshold restored from the checkpoint)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from bertkit_plugins.question_answering import QuestionAnswering
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule
 from tests.conftest import ROOT, fit_between_validations, run_bertkit_fresh
@@ -134,3 +137,46 @@ def test_padding_stays_out_of_the_span_softmax_unless_asked(minilm_dir) -> None:
     assert losses[False][0] == pytest.approx(losses[False][1], abs=1e-6)
     assert losses[True][0] == pytest.approx(losses[False][0], abs=1e-6)  # the same on a tight batch
     assert losses[True][1] > losses[True][0] + 1e-3
+
+
+@functools.cache
+def _qa_model(vocab: str) -> BertModule:
+    torch.manual_seed(0)
+    return BertModule(QuestionAnswering(doc_stride=24), pretrained=None, preset="tiny", vocab_file=vocab).eval()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(labelled=st.lists(st.booleans(), min_size=1, max_size=5))
+def test_the_span_loss_is_the_mean_over_labelled_windows_and_zero_without_one(minilm_dir, labelled) -> None:
+    """Any mix of windows with an answer and windows labelled -100 (none, some, all): the loss
+    is the mean of the labelled windows' start and end cross-entropies, and 0 with a gradient
+    when no window has one (computed the same way every time: no branch reads the batch)."""
+    import torch.nn.functional as F
+
+    from bertkit.data.collate import pad_batch
+
+    model = _qa_model(str(minilm_dir / "vocab.txt"))
+    head = model.task
+    model.zero_grad()
+    features = []
+    for i, has in enumerate(labelled):
+        ids = model.tokenizer.encode_batch([f"Where is it {i} ?"], max_length=16)[0].input_ids
+        feature = {"input_ids": ids, "token_type_ids": [0] * len(ids), "start_positions": 1 if has else -100}
+        feature["end_positions"] = 2 if has else -100
+        features.append(feature | {key: [1] * len(ids) for key in head.pad_values})
+    batch = pad_batch(features, model.tokenizer.pad_token_id, head.pad_values)
+    out = model(batch)
+    expected = [
+        (
+            F.cross_entropy(out["start_logits"][b], torch.tensor(1))
+            + F.cross_entropy(out["end_logits"][b], torch.tensor(2))
+        )
+        / 2
+        for b, has in enumerate(labelled)
+        if has
+    ]
+    want = torch.stack(expected).mean() if expected else torch.tensor(0.0)
+    assert torch.allclose(out["loss"], want, atol=1e-5)
+    out["loss"].backward()
+    grad = model.head.qa_outputs.weight.grad
+    assert grad is not None and grad.isfinite().all()

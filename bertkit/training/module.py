@@ -139,6 +139,8 @@ class BertModule(pl.LightningModule):
         self.hparams["teacher"] = asdict(teacher) if teacher is not None else None
         self._distiller: Distiller | None = None
         self._nonfinite = NonFiniteLoss()  # a training loss that was not finite (on the device)
+        self._step_losses: dict[str, torch.Tensor] = {}  # this step's, read for progress_metrics
+        self._progress: dict[str, float] = {}
         self.hparams["task"] = task.spec()  # plain values only: checkpoints load with weights_only=True
         if not 0.0 <= warmup_ratio < 1.0:
             raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
@@ -375,9 +377,10 @@ class BertModule(pl.LightningModule):
         for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
             if key == "loss" or key.endswith(("_loss", "/loss")):
                 # Evaluation losses are averaged over processes (each process's mean, then their mean).
-                self.log(
-                    f"{stage}/{key}", value, batch_size=size, prog_bar=stage == "train", sync_dist=stage != "train"
-                )
+                # Not on Lightning's progress bar: it reads its values after every step (progress_metrics)
+                self.log(f"{stage}/{key}", value, batch_size=size, sync_dist=stage != "train")
+                if stage == "train":
+                    self._step_losses[f"{stage}/{key}"] = value.detach()
         if stage != "train":
             self.head.update_metrics(stage, self.head.decode(outputs, batch), batch)
         return outputs
@@ -395,9 +398,21 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_train_batch_end(self, outputs: Any, batch: Batch, batch_idx: int) -> None:
-        """Read the non-finite flag every ``trainer.log_every_n_steps`` steps (``NonFiniteLoss``)."""
+        """Every ``trainer.log_every_n_steps`` steps, read the non-finite flag (``NonFiniteLoss``)
+        and the step's losses for ``progress_metrics``."""
         if self.global_step % max(self.trainer.log_every_n_steps, 1) == 0:
             self._nonfinite.check(self.global_step)
+            if self._step_losses:
+                values = torch.stack([v.float() for v in self._step_losses.values()]).tolist()
+                self._progress = dict(zip(self._step_losses, values, strict=True))
+
+    @property
+    def progress_metrics(self) -> dict[str, float]:
+        """The training losses (``train/loss`` and its parts) of the last step that was a multiple
+        of ``trainer.log_every_n_steps``, for a progress bar to show (bertkit's bars do): reading a
+        loss waits for the GPU to finish its step, so they are read when the loggers read them,
+        not after every step as Lightning's ``prog_bar`` values are."""
+        return dict(self._progress)
 
     @override
     def on_train_end(self) -> None:

@@ -23,6 +23,10 @@ class EpochRichProgressBar(RichProgressBar):
     loggers read them, not after every step: each read waits for the GPU to finish the step."""
 
     @override
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        return with_progress_metrics(super().get_metrics(trainer, pl_module), pl_module)
+
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -65,7 +69,8 @@ class PlainProgress(ProgressBar):
         self._enabled = True
 
     def _metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule, prefix: str = "") -> str:
-        shown = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num" and k.startswith(prefix)}
+        metrics = with_progress_metrics(self.get_metrics(trainer, pl_module), pl_module)
+        shown = {k: v for k, v in metrics.items() if k != "v_num" and k.startswith(prefix)}
         return "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items())
 
     def _line(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batches: int) -> str:
@@ -117,6 +122,12 @@ class PlainProgress(ProgressBar):
         if self._enabled and not trainer.sanity_checking and trainer.state.fn == "fit":
             scores = self._metrics(trainer, pl_module, "val/")
             print(f"validation after step {trainer.global_step}: {scores or 'done'}", flush=True)
+
+
+def with_progress_metrics(metrics: dict[str, Any], pl_module: pl.LightningModule) -> dict[str, Any]:
+    """A bar's metrics and the module's ``progress_metrics`` (``BertModule``'s training losses,
+    read every ``trainer.log_every_n_steps`` steps), for any module that has them."""
+    return {**metrics, **getattr(pl_module, "progress_metrics", {})}
 
 
 def _clock(seconds: float) -> str:

@@ -69,14 +69,12 @@ class AnswerSpanHead(Head):
         out = {"start_logits": start_logits, "end_logits": end_logits}
         if "start_positions" in batch:
             starts, ends = batch["start_positions"], batch["end_positions"]
-            if (starts >= 0).any():
-                scored = logits.unbind(-1) if self.softmax_over_padding else (start_logits, end_logits)
-                both = F.cross_entropy(scored[0], starts, reduction="sum") + F.cross_entropy(
-                    scored[1], ends, reduction="sum"
-                )  # windows labelled -100 (no usable answer) add nothing
-                out["loss"] = mean_over_processes(both / 2, (starts != -100).sum(), self.training)
-            else:  # no window of this batch has a usable label
-                out["loss"] = 0.0 * logits.sum()
+            scored = logits.unbind(-1) if self.softmax_over_padding else (start_logits, end_logits)
+            both = F.cross_entropy(scored[0], starts, reduction="sum") + F.cross_entropy(
+                scored[1], ends, reduction="sum"
+            )  # windows labelled -100 (no usable answer) add nothing: 0, with a gradient, when none has one
+            # every process takes this path (an all-reduce of the count under DDP), none waits on the host
+            out["loss"] = mean_over_processes(both / 2, (starts != -100).sum(), self.training)
         return out
 
     def distillation_targets(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, DistillationTarget]:

@@ -1,0 +1,97 @@
+"""A training step waits for nothing on the host: no call that reads a tensor's value
+(``item``, ``tolist``, ``bool`` …; on a GPU each waits for the device) between the start of a
+step and its end, outside the data loader's collation, for the tagger, the sentence classifier
+and the span head, with the recipes' callbacks and progress. The loss and the non-finite flag
+are read every ``trainer.log_every_n_steps`` steps instead (``benchmarks/host_overhead.py``
+measures the per-step counts against a bare loop). A CRF tagger still reads its longest row of
+words once a step (the Viterbi and forward loops run over that many positions)."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from bertkit import compose
+from tests.conftest import ROOT
+
+READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
+
+
+@contextmanager
+def counted_reads(active: list[bool]) -> Iterator[Counter]:
+    """Count tensor reads while ``active[0]``, by caller, outside a data loader's fetch."""
+    counts: Counter = Counter()
+    originals = {name: getattr(torch.Tensor, name) for name in READS}
+
+    def wrap(name, method):
+        def counting(self, *args, **kwargs):
+            if active[0]:
+                frame, where = sys._getframe(1), None
+                while frame is not None:
+                    path = frame.f_code.co_filename
+                    if "/torch/utils/data/" in path:
+                        break
+                    if where is None and "/torch/" not in path:
+                        where = f"{path.rsplit('/', 1)[-1]}:{frame.f_code.co_name} ({name})"
+                    frame = frame.f_back
+                else:
+                    counts[where] += 1
+            return method(self, *args, **kwargs)
+
+        return counting
+
+    for name, method in originals.items():
+        setattr(torch.Tensor, name, wrap(name, method))
+    try:
+        yield counts
+    finally:
+        for name, method in originals.items():
+            setattr(torch.Tensor, name, method)
+
+
+class Window(pl.Callback):
+    """Turns counting on at the first step's start and off at the last step's end."""
+
+    def __init__(self, active: list[bool], last: int) -> None:
+        self.active, self.last = active, last
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self.active[0] = True
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step >= self.last:
+            self.active[0] = False
+
+
+@pytest.mark.parametrize(
+    ("recipe", "extra"),
+    [
+        ("ner.yaml", {"model.task.init_args.crf": False, "model.task.init_args.emission_loss_weight": 0.0}),
+        ("sst2.yaml", {}),
+        ("squad.yaml", {}),
+        ("ner.yaml", {}),  # the CRF: its longest row of words, once a step
+    ],
+)
+def test_a_training_step_reads_no_tensor_on_the_host(recipe, extra, tmp_path):
+    steps = 8
+    run = compose(
+        ROOT / "recipes" / recipe,
+        overrides={
+            "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2",
+            "data.batch_size": 4, "data.validation_file": None, "trainer.max_steps": steps,
+            "trainer.log_every_n_steps": 50, "trainer.default_root_dir": str(tmp_path), **extra,
+        },
+    )  # fmt: skip
+    active = [False]
+    run.trainer.callbacks.append(Window(active, steps))
+    with counted_reads(active) as reads:
+        run.trainer.fit(run.model, datamodule=run.datamodule)
+    crf = recipe == "ner.yaml" and not extra
+    expected = Counter({"head.py:compacted_positions (__int__)": steps}) if crf else Counter()
+    assert reads == expected, reads
