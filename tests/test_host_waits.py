@@ -84,7 +84,7 @@ def test_a_training_step_reads_no_tensor_on_the_host(recipe, extra, tmp_path):
         ROOT / "recipes" / recipe,
         overrides={
             "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2",
-            "data.batch_size": 4, "data.validation_file": None, "trainer.max_steps": steps,
+            "data.dataset": None, "data.batch_size": 4, "data.validation_file": None, "trainer.max_steps": steps,
             "trainer.log_every_n_steps": 50, "trainer.default_root_dir": str(tmp_path), **extra,
         },
     )  # fmt: skip

@@ -39,7 +39,7 @@ def _run(
         ROOT / "recipes" / "sst2.yaml",
         overrides={
             "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2",
-            "data.batch_size": 4, "data.validation_file": None, "trainer.max_steps": steps,
+            "data.dataset": None, "data.batch_size": 4, "data.validation_file": None, "trainer.max_steps": steps,
             "trainer.log_every_n_steps": every, "trainer.enable_progress_bar": False, "trainer.logger": False,
             "trainer.default_root_dir": str(tmp), "seed_everything": 3,
         },

@@ -89,16 +89,18 @@ def install() -> None:
         sys.meta_path.append(_Finder())
 
 
-def forwarding(package: str, module: str) -> Callable[[str], Any]:
-    """A package ``__getattr__`` (PEP 562) giving the names of ``module``, with a warning: the
-    names the former module ``package`` had, now that ``package`` is a package."""
+def forwarding(package: str, *modules: str) -> Callable[[str], Any]:
+    """A package ``__getattr__`` (PEP 562) giving the names of ``modules`` (the first that has
+    one), with a warning: the names the former module ``package`` had, now that ``package`` is a
+    package."""
 
     def __getattr__(name: str) -> Any:
-        target = importlib.import_module(module)
-        if name.startswith("__") or not hasattr(target, name):
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        _warn(f"{package}.{name}: it moved to {module}.{name}")
-        return getattr(target, name)
+        for module in modules:
+            target = importlib.import_module(module)
+            if not name.startswith("__") and hasattr(target, name):
+                _warn(f"{package}.{name}: it moved to {module}.{name}")
+                return getattr(target, name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
 
