@@ -10,9 +10,9 @@ mostly the framework's. Three sides in one run, on the same batches of the same 
   AdamW and the schedule, nothing else: the floor.
 
 Per side: the median microseconds between the starts of consecutive steps over ``--steps``
-steps after ``--warmup``; the calls that would wait for a GPU per step (``Tensor.item``,
-``tolist``, ``cpu``, ``numpy``, ``bool``/``float``/``int`` of a tensor: on a GPU each is a
-host-device synchronisation; those made while a data loader collates read host tensors and are
+steps after ``--warmup``; the calls that would wait for a GPU per step
+(``bertkit.utils.host_reads``: ``Tensor.item``, ``tolist``, ``cpu``, ``numpy``, ``bool``/
+``float``/``int`` of a tensor; those made while a data loader collates read host tensors and are
 listed as ``[loader]`` but not counted) and where they are made (``wait_sites``); the leaf
 ``aten`` operators per step (each one kernel launch or more on a GPU), counted by
 ``torch.profiler`` over 5 further steps. For bertkit also ``python``: the framework's own Python
@@ -37,8 +37,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from bertkit import compose
 from bertkit.data.collate import pad_batch
+from bertkit.utils.host_reads import counted_reads, device_reads
 
 OUT = ROOT / "benchmarks" / "results" / "host_overhead.json"
 TASKS = {  # recipe, overrides, transformers class
@@ -62,7 +62,6 @@ TASKS = {  # recipe, overrides, transformers class
                     "model.task.init_args.preparation.dupe_factor": 1}, None),
 }  # fmt: skip
 SQUAD_ARTICLES = 20  # of SQuAD v1.1 dev (the train file is not here): thousands of questions, quick to featurize
-WAITING = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
 PROFILED = 5
 
 
@@ -84,50 +83,11 @@ class Clock:
         starts = self.times[warmup : warmup + steps + 1]
         gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
         sites = self.waits[warmup + steps] - self.waits[warmup]
-        waits = sum(n for site, n in sites.items() if "[loader]" not in site)
         return {
             "us_per_step": round(1e6 * statistics.median(gaps), 1),
-            "waits_per_step": round(waits / steps, 2),
+            "waits_per_step": round(device_reads(sites) / steps, 2),
             "wait_sites": {site: round(n / steps, 2) for site, n in sites.most_common()},
         }
-
-
-LOADER = "/torch/utils/data/"
-
-
-def caller() -> str:
-    """``file:function`` of the first caller outside torch and this file (where a wait is made);
-    `` [loader]`` after it when the call comes from a data loader's fetch (collation: host tensors,
-    which wait for nothing on a GPU either)."""
-    frame = sys._getframe(2)
-    while frame is not None and ("/torch/" in frame.f_code.co_filename or frame.f_code.co_filename == __file__):
-        frame = frame.f_back
-    site = "?" if frame is None else f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
-    while frame is not None and LOADER not in frame.f_code.co_filename:
-        frame = frame.f_back
-    return site if frame is None else f"{site} [loader]"
-
-
-@contextmanager
-def counted_waits() -> Iterator[Counter]:
-    """Count the calls of ``WAITING`` on tensors while the block runs, by ``caller``."""
-    counts: Counter = Counter()
-    originals = {name: getattr(torch.Tensor, name) for name in WAITING}
-
-    def wrap(name: str, method: Callable) -> Callable:
-        def counting(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            counts[f"{caller()} ({name})"] += 1
-            return method(self, *args, **kwargs)
-
-        return counting
-
-    for name, method in originals.items():
-        setattr(torch.Tensor, name, wrap(name, method))
-    try:
-        yield counts
-    finally:
-        for name, method in originals.items():
-            setattr(torch.Tensor, name, method)
 
 
 def launches_per_step(prof: Any) -> float:
@@ -139,7 +99,7 @@ def launches_per_step(prof: Any) -> float:
 
 def timed(side: Callable[[Clock], None], warmup: int, steps: int) -> dict[str, Any]:
     plan = schedule(wait=warmup + steps + 1, warmup=1, active=PROFILED, repeat=1)
-    with counted_waits() as counts, profile(activities=[ProfilerActivity.CPU], schedule=plan) as prof:
+    with counted_reads() as counts, profile(activities=[ProfilerActivity.CPU], schedule=plan) as prof:
         clock = Clock(counts, prof)
         side(clock)
     return clock.result(warmup, steps) | {"aten_ops_per_step": launches_per_step(prof)}
