@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertModule
-from bertkit.model.adapters import Adapter, is_adapter_key
+from bertkit.model.adapters import Adapter, frozen_fingerprint, is_adapter_key
 from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
 from tests.family_parity import HEADS, batch, check_export
 
@@ -110,13 +110,16 @@ def test_adapter_settings_are_checked():
 )
 def test_passes_that_replace_linear_layers_leave_the_adapters_layers_alone(targets):
     """Packing for oneDNN and int8 replace ``nn.Linear`` modules; inside a LoRA layer they would
-    cut the adapter off its base weights."""
+    cut the adapter off its base weights. The base's fingerprint does not depend on the targets."""
     from bertkit_plugins.token_tagging import TokenClassification
 
     from bertkit.model.prepacked import PrepackedLinear, prepack_linears, prepacking_available, unprepack_linears
     from bertkit.model.quantize import quantize_linears
 
     task = TokenClassification(entity_types=["PER"], crf=False)
+    torch.manual_seed(0)
+    plain = BertModule(task, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
+    torch.manual_seed(0)
     model = _perturbed(
         BertModule(
             task,
@@ -126,6 +129,8 @@ def test_passes_that_replace_linear_layers_leave_the_adapters_layers_alone(targe
             adapter=Adapter(target_modules=sorted(targets)),
         )
     )
+    # the base's fingerprint is the plain encoder's, whichever layers carry adapters
+    assert model.base_fingerprint == frozen_fingerprint(plain.encoder)
     inputs = batch(model.tokenizer, pairs=False)
     with torch.no_grad():
         before = model(inputs)["logits"]

@@ -9,6 +9,28 @@ import logging
 import pytest
 
 
+def _tiny(log_loss: bool = False):
+    """A one-layer LightningModule (SGD) whose loss is logged to the progress bar if asked."""
+    import pytorch_lightning as pl
+    import torch
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch, batch_idx):
+            loss = self.layer(batch).pow(2).mean()
+            if log_loss:
+                self.log("train/loss", loss, prog_bar=True)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    return Tiny()
+
+
 @pytest.mark.parametrize("max_epochs, says", [(-1, "Epoch 3"), (None, "Epoch 3"), (3, "Epoch 3/3")])
 def test_rich_bar_counts_epochs_from_one_without_a_negative_total(max_epochs, says) -> None:
     from types import SimpleNamespace
@@ -37,27 +59,64 @@ def test_the_rich_bar_reads_the_metrics_only_when_they_are_logged(every) -> None
             reads.append(trainer.global_step)
             return super().get_metrics(trainer, pl_module)
 
-    class Tiny(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(2, 1)
-
-        def training_step(self, batch, batch_idx):
-            loss = self.layer(batch).pow(2).mean()
-            self.log("train/loss", loss, prog_bar=True)
-            return loss
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     trainer = pl.Trainer(
         max_steps=20, callbacks=[Counting()], logger=False, enable_checkpointing=False, enable_model_summary=False,
         log_every_n_steps=every,
     )  # fmt: skip
-    trainer.fit(Tiny(), DataLoader(torch.randn(40, 2), batch_size=1))
+    trainer.fit(_tiny(log_loss=True), DataLoader(torch.randn(40, 2), batch_size=1))
     during = [step for step in reads if 0 < step < 20]
     assert during and all(step % every == 0 for step in during), reads
     assert len(during) == len(range(every, 20, every))
+
+
+@pytest.mark.parametrize("bar", ["EpochRichProgressBar", "PlainProgress", "LossesTQDMProgressBar"])
+def test_every_bar_shows_the_modules_progress_metrics(bar) -> None:
+    """The training losses are no prog_bar values (Lightning reads those after every step): each
+    of bertkit's bars, tqdm's where rich is missing included, shows ``progress_metrics``."""
+    import pytorch_lightning as pl
+    import torch
+    from torch.utils.data import DataLoader
+
+    from bertkit.training import progress
+
+    shown: list[dict] = []
+
+    class Looking(pl.Callback):
+        def on_train_end(self, trainer, module):
+            shown.append(instance.get_metrics(trainer, module))
+
+    instance = getattr(progress, bar)()
+    trainer = pl.Trainer(
+        max_steps=2, callbacks=[instance, Looking()], logger=False, enable_checkpointing=False,
+        enable_model_summary=False,
+    )  # fmt: skip
+    module = _tiny()
+    module.progress_metrics = {"train/loss": 0.25}
+    trainer.fit(module, DataLoader(torch.randn(4, 2), batch_size=1))
+    assert shown and shown[0]["train/loss"] == 0.25
+
+
+def test_without_rich_the_bar_is_tqdms_with_the_losses(monkeypatch) -> None:
+    from bertkit.training import progress
+
+    def missing():
+        raise ModuleNotFoundError("rich")
+
+    monkeypatch.setattr(progress, "EpochRichProgressBar", missing)
+    monkeypatch.setattr(progress.sys.stdout, "isatty", lambda: True)
+    bars = [c for c in progress.console_callbacks([], None, False) if isinstance(c, progress.ProgressBar)]
+    assert [type(b) for b in bars] == [progress.LossesTQDMProgressBar]
+
+
+def test_a_process_that_imported_ipykernel_is_no_notebook() -> None:
+    """Running a notebook's kernel from this process imports ipykernel here; the bar that shows
+    progress to a pipe must stay the plain one (only a kernel gets Rich's)."""
+    import importlib
+
+    from bertkit.training.progress import in_notebook
+
+    importlib.import_module("ipykernel")
+    assert not in_notebook()
 
 
 def test_plain_lines_count_batches_against_the_epochs_own_total(capsys) -> None:
@@ -71,22 +130,11 @@ def test_plain_lines_count_batches_against_the_epochs_own_total(capsys) -> None:
 
     from bertkit.training.progress import PlainProgress
 
-    class Tiny(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(2, 1)
-
-        def training_step(self, batch, batch_idx):
-            return self.layer(batch).pow(2).mean()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     trainer = pl.Trainer(
         max_steps=25, max_epochs=-1, callbacks=[PlainProgress(every_s=0.0)], logger=False,
         enable_checkpointing=False, enable_model_summary=False,
     )  # fmt: skip
-    trainer.fit(Tiny(), DataLoader(torch.randn(10, 2), batch_size=1))
+    trainer.fit(_tiny(), DataLoader(torch.randn(10, 2), batch_size=1))
     lines = re.findall(r"epoch (\d+)  batch (\d+)/(\d+)  step (\d+)/25", capsys.readouterr().out)
     assert len(lines) >= 25
     for epoch, batch, total, step in (map(int, line) for line in lines):

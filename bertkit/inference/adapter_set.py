@@ -90,18 +90,19 @@ def load_adapters(
     shared = first.encoder
     peft_names = {first_name: DEFAULT}
     for i, (name, (model, _)) in enumerate(others, 1):
-        if model._base_weights != first._base_weights:
+        if model.base_fingerprint != first.base_fingerprint:
             raise ValueError(
                 f"{paths[name]}: its adapters were trained over other base weights (fingerprint "
-                f"{model._base_weights}) than {paths[first_name]}'s ({first._base_weights}); one server shares one base"
+                f"{model.base_fingerprint}) than {paths[first_name]}'s ({first.base_fingerprint}); one server shares one base"
             )
         peft_names[name] = f"adapter_{i}"
         add_adapter(shared, Adapter(**model.hparams["adapter"]), (), peft_names[name])
         weights = {
             _renamed(key, peft_names[name]): v for key, v in model.encoder.state_dict().items() if is_adapter_key(key)
         }
-        unexpected = shared.load_state_dict(weights, strict=False).unexpected_keys
-        assert not unexpected, unexpected  # the same targets were given to add_adapter
+        unread = shared.load_state_dict(weights, strict=False).unexpected_keys  # the adapters only
+        if unread:
+            raise ValueError(f"{paths[name]}: adapter weights with no layer to go to: {unread[:3]}")
         model.encoder = shared
         model.head.attach(shared)
     switch = AdapterSwitch(shared, peft_names)
@@ -125,7 +126,7 @@ def _adapter_model(path: str | Path, device: str) -> tuple[BertModule, int]:
         ValueError: the checkpoint holds a whole model (trained without ``model.adapter``), or
             is an export folder."""
     model, max_length = load_trained(path, device)
-    if model._base_weights is None:
+    if model.base_fingerprint is None:
         raise ValueError(
             f"{path}: a whole model, not adapters over a base (a checkpoint of a run with model.adapter); serve it alone"
         )

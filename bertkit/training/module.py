@@ -175,6 +175,13 @@ class BertModule(pl.LightningModule):
         if task.ready:
             self.build_head()
 
+    @property
+    def base_fingerprint(self) -> str | None:
+        """With ``model.adapter``, the fingerprint of the frozen base weights its adapters train
+        over (``bertkit.model.adapters.frozen_fingerprint``; what an adapter checkpoint records);
+        None without adapters."""
+        return self._base_weights
+
     def build_head(self) -> None:
         """Build the task's head on the encoder (``Task.build_head``, then ``Head.attach``); the
         model builds it itself once the task is ready, and ``Predictor`` builds the head of an

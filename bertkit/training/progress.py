@@ -10,21 +10,26 @@ import time
 from typing import Any
 
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import Callback, ModelSummary, ProgressBar, RichProgressBar
+from pytorch_lightning.callbacks import Callback, ModelSummary, ProgressBar, RichProgressBar, TQDMProgressBar
 from pytorch_lightning.utilities.model_summary import get_human_readable_count
 from typing_extensions import override
 
 
-class EpochRichProgressBar(RichProgressBar):
+class ShowsTrainingLosses:
+    """A progress bar's metrics with the module's ``progress_metrics`` (``BertModule``'s training
+    losses, read every ``trainer.log_every_n_steps`` steps rather than after each, as Lightning's
+    ``prog_bar`` values are): mixed into each of bertkit's bars."""
+
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        return {**super().get_metrics(trainer, pl_module), **getattr(pl_module, "progress_metrics", {})}  # type: ignore[misc]
+
+
+class EpochRichProgressBar(ShowsTrainingLosses, RichProgressBar):
     """Lightning's ``RichProgressBar``, counting epochs from 1 as the summary does (``Epoch 1/3``
     for the first of three, where Lightning says ``Epoch 0/2``), and ``Epoch 2`` rather than
     ``Epoch 1/-2`` when the run is limited by ``max_steps`` (``max_epochs: -1``). The metrics it
     shows (the training loss) are read every ``trainer.log_every_n_steps`` steps, when the
     loggers read them, not after every step: each read waits for the GPU to finish the step."""
-
-    @override
-    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
-        return with_progress_metrics(super().get_metrics(trainer, pl_module), pl_module)
 
     @override
     def on_train_batch_end(
@@ -45,7 +50,7 @@ class EpochRichProgressBar(RichProgressBar):
         return f"{shown:{width}}"
 
 
-class PlainProgress(ProgressBar):
+class PlainProgress(ShowsTrainingLosses, ProgressBar):
     """One line to stdout every ``every_s`` seconds of training and at each epoch's end, and one
     after each validation: epoch, step, share of the run, the metrics shown on a progress bar,
     steps per second and time left.
@@ -69,8 +74,7 @@ class PlainProgress(ProgressBar):
         self._enabled = True
 
     def _metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule, prefix: str = "") -> str:
-        metrics = with_progress_metrics(self.get_metrics(trainer, pl_module), pl_module)
-        shown = {k: v for k, v in metrics.items() if k != "v_num" and k.startswith(prefix)}
+        shown = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num" and k.startswith(prefix)}
         return "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items())
 
     def _line(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batches: int) -> str:
@@ -124,16 +128,22 @@ class PlainProgress(ProgressBar):
             print(f"validation after step {trainer.global_step}: {scores or 'done'}", flush=True)
 
 
-def with_progress_metrics(metrics: dict[str, Any], pl_module: pl.LightningModule) -> dict[str, Any]:
-    """A bar's metrics and the module's ``progress_metrics`` (``BertModule``'s training losses,
-    read every ``trainer.log_every_n_steps`` steps), for any module that has them."""
-    return {**metrics, **getattr(pl_module, "progress_metrics", {})}
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython's shell is the kernel's), not merely one
+    that imported ``ipykernel`` (Jupyter's client libraries may, to find its kernel spec)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def _clock(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+class LossesTQDMProgressBar(ShowsTrainingLosses, TQDMProgressBar):
+    """Lightning's tqdm bar with the training losses, where rich is not installed."""
 
 
 class BriefSummary(ModelSummary):
@@ -169,15 +179,15 @@ class BriefSummary(ModelSummary):
 def console_callbacks(callbacks: list[Callback], progress: bool | None, summary: bool | None) -> list[Callback]:
     """What a run prints, unless its recipe names its own callback or turns it off: the one-line
     model summary, and ``PlainProgress`` when stdout is not a terminal (outside notebooks), else
-    Rich's bar (when rich is installed; Lightning's default otherwise)."""
+    Rich's bar (when rich is installed; tqdm's otherwise), each showing the training losses."""
     extra: list[Callback] = []
     if summary is not False and not any(isinstance(c, ModelSummary) for c in callbacks):
         extra.append(BriefSummary())
     if progress is False or any(isinstance(c, ProgressBar) for c in callbacks):
         return extra
-    if not sys.stdout.isatty() and "ipykernel" not in sys.modules:
+    if not sys.stdout.isatty() and not in_notebook():
         return [*extra, PlainProgress()]
     try:
         return [*extra, EpochRichProgressBar()]
     except ModuleNotFoundError:
-        return extra
+        return [*extra, LossesTQDMProgressBar()]

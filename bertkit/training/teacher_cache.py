@@ -66,22 +66,30 @@ class TeacherTargets:
     @classmethod
     @torch.no_grad()
     def compute(
-        cls, teacher: BertModule, features: Sequence[Feature], collate: Callable[[list[Feature]], Batch]
+        cls,
+        teacher: BertModule,
+        features: Sequence[Feature],
+        collate: Callable[[list[Feature]], Batch],
+        keys: Sequence[bytes] | None = None,
     ) -> TeacherTargets:
-        """Run ``teacher`` (evaluation mode) over ``features``, those of one length together.
+        """Run ``teacher`` (evaluation mode) over ``features``, those of one length together
+        (``keys``: their ``feature_key``s, when already computed).
 
         Raises:
             ValueError: the teacher's head names no targets.
         """
+        if keys is None:
+            keys = [feature_key(f["input_ids"], f.get("token_type_ids")) for f in features]
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, feature in enumerate(features):
             by_length[len(feature["input_ids"])].append(i)
-        keys: dict[bytes, int] = {}
+        stored: dict[bytes, int] = {}
         rows: dict[str, list[torch.Tensor]] = defaultdict(list)
         for length in sorted(by_length):
             chosen = by_length[length]
             for start in range(0, len(chosen), PASS_BATCH):
-                part = [features[i] for i in chosen[start : start + PASS_BATCH]]
+                rows_of = chosen[start : start + PASS_BATCH]
+                part = [features[i] for i in rows_of]
                 batch = {
                     k: v.to(teacher.device) if isinstance(v, torch.Tensor) else v for k, v in collate(part).items()
                 }
@@ -90,16 +98,15 @@ class TeacherTargets:
                     raise ValueError(
                         f"model.teacher.cache: {type(teacher.head).__name__} names no distillation_targets"
                     )
-                for j, feature in enumerate(part):
-                    key = feature_key(feature["input_ids"], feature.get("token_type_ids"))
-                    if key in keys:
+                for j, i in enumerate(rows_of):
+                    if keys[i] in stored:
                         continue
-                    keys[key] = len(keys)
+                    stored[keys[i]] = len(stored)
                     for name, (logits, _) in targets.items():
                         rows[name].append(logits[j].reshape(-1, logits.shape[-1]).float().cpu())
         names = sorted(rows)
         return cls(
-            torch.tensor(np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, 16).copy()),
+            torch.tensor(np.frombuffer(b"".join(stored), dtype=np.uint8).reshape(-1, 16).copy()),
             {name: torch.cat([r.reshape(-1) for r in rows[name]]) for name in names},
             {name: torch.tensor([list(r.shape) for r in rows[name]], dtype=torch.int64) for name in names},
         )
@@ -167,13 +174,14 @@ def cached_targets(
     """The teacher's targets for ``features``: read from ``$BERTKIT_CACHE/teacher`` when a run of
     the same teacher files on the same features wrote them, else computed and written there.
     Returns (targets, file, whether it was read)."""
+    keys = [feature_key(f["input_ids"], f.get("token_type_ids")) for f in features]
     digest = hashlib.sha256(_files_identity(Path(teacher_path)))
-    for feature in features:
-        digest.update(feature_key(feature["input_ids"], feature.get("token_type_ids")))
+    for key in keys:
+        digest.update(key)
     path = cache_dir() / "teacher" / f"{digest.hexdigest()[:24]}.safetensors"
     if path.is_file():
         return TeacherTargets.load(path), path, True
-    targets = TeacherTargets.compute(teacher, features, collate)
+    targets = TeacherTargets.compute(teacher, features, collate, keys)
     targets.save(path)
     return targets, path, False
 
