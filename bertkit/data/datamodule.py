@@ -21,7 +21,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from bertkit.data.collate import collate
+from bertkit.data.collate import collate, padded_length
 from bertkit.data.hf_datasets import HFSplits, load_splits
 from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import (
@@ -101,6 +101,13 @@ class BertDataModule(pl.LightningDataModule):
             examples as the validation split: a random subset drawn with ``seed``, so the same
             seed gives the same split (for data sets without a dev file, such as MRPC).
         max_length: tokens per feature, specials included (≤ max_position_embeddings).
+        pad_to_multiple_of: pad every batch to its longest feature rounded up to a multiple of
+            this (at most ``max_length``; ``bertkit.data.collate.padded_length``), so that the
+            batches take a few lengths only (``m, 2m, …, max_length``): what lets a compiled
+            padded encoder (``model.compile reduce-overhead``, ``model.unpad false``) replay one
+            CUDA graph per length instead of recording each new one. The task says which keys run
+            over the tokens (``Task.token_keys``). With ``max_tokens`` and the padded encoder,
+            the budget counts the padded length. None: pad to the longest feature.
         batch_size: training batch size (features) of each process; with N processes each step
             trains on the N x ``batch_size`` features one process would take with that batch size
             (``TrainShardSampler``), and a run resumed inside an epoch goes on with the batch after
@@ -148,6 +155,7 @@ class BertDataModule(pl.LightningDataModule):
         predict_format: PredictFormat = "auto",
         validation_split: float = 0.0,
         max_length: int = 128,
+        pad_to_multiple_of: int | None = None,
         batch_size: int = 32,
         max_tokens: int | None = None,
         eval_batch_size: int | None = None,
@@ -166,6 +174,8 @@ class BertDataModule(pl.LightningDataModule):
             raise ValueError(f"data.max_length={max_length}: expected at least 8")
         if predict_chunk_size < 0:
             raise ValueError(f"data.predict_chunk_size={predict_chunk_size}: expected >= 0 (0 = all at once)")
+        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
+            raise ValueError(f"data.pad_to_multiple_of={pad_to_multiple_of}: expected a positive number of tokens")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"data.max_tokens={max_tokens}: expected a positive number of tokens")
         if tasks:
@@ -536,7 +546,13 @@ class BertDataModule(pl.LightningDataModule):
             # global one: dropout's random numbers stay where a checkpoint saved them (exact resume).
             generator=torch.Generator().manual_seed(hp.seed),
             collate_fn=partial(
-                collate, pad_token_id=pad_id, pad_values=self._task().pad_values, layout=bool(self.unpadded)
+                collate,
+                pad_token_id=pad_id,
+                pad_values=self._task().pad_values,
+                layout=bool(self.unpadded),
+                pad_to_multiple_of=hp.pad_to_multiple_of,
+                token_keys=self._task().batch_token_keys,
+                max_length=hp.max_length,
             ),
             num_workers=hp.num_workers,
             pin_memory=self.trainer is not None and self.trainer.strategy.root_device.type == "cuda",  # non-blocking
@@ -554,6 +570,8 @@ class BertDataModule(pl.LightningDataModule):
             lengths = None
         else:
             lengths = [len(f["input_ids"]) for f in features]
+        if train and hp.max_tokens and not self.unpadded and hp.pad_to_multiple_of:  # the budget counts padding
+            lengths = [padded_length(int(n), hp.pad_to_multiple_of, hp.max_length) for n in lengths]
         tasks = [f["task"] for f in features] if hp.tasks else None
         if tasks and train:
             self._single_process("data.tasks")

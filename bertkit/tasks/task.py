@@ -65,8 +65,16 @@ class Task(HyperparametersMixin, ABC):
 
     pad_values: ClassVar[Mapping[str, int]] = {}
     """The padding value of each list-valued feature key beyond the core's (``input_ids``,
-    ``token_type_ids``, ``labels`` -100, ``word_index`` -1; ``bertkit.data.collate.pad_batch``). A
-    list key without one is an error when batches are built, never a guessed 0."""
+    ``token_type_ids``, ``labels`` -100, ``word_index`` -1;
+    ``bertkit.data.collate.pad_batch``). A list key without one is an error when batches are
+    built, never a guessed 0."""
+
+    token_keys: ClassVar[frozenset[str] | None] = None
+    """The list-valued feature keys beyond ``input_ids`` and ``token_type_ids`` that run over the
+    tokens, one entry per token (per-token ``labels``, ``word_index``): ``data.pad_to_multiple_of``
+    pads them with ``input_ids`` to the batch's bucketed length, and pads any other list key (such
+    as multi-hot labels) to its own longest. None: not declared, and ``data.pad_to_multiple_of``
+    refuses a task whose features hold such lists (equal lengths cannot tell the two apart)."""
 
     data_settings: ClassVar[tuple[str, ...]] = ()
     """Settings that only say how files are read (columns, file formats, how a corpus is
@@ -92,6 +100,12 @@ class Task(HyperparametersMixin, ABC):
         """The named tasks of a multi-task task, whose files ``BertDataModule(tasks=…)`` reads
         with each one's ``read`` (as ``TaskExample``); empty for a single task."""
         return {}
+
+    def batch_token_keys(self, features: Sequence[Feature]) -> frozenset[str] | None:
+        """The ``token_keys`` of one batch's features (what ``data.pad_to_multiple_of`` pads with
+        ``input_ids``); a task whose batches hold features of one of several kinds (a multi-task
+        task) names that kind's. Default: ``token_keys``."""
+        return self.token_keys
 
     def restore_learned(self, stored: Mapping[str, Any], built: bool, field: str = "model.task") -> None:
         """Take the ``learned`` settings from a checkpoint's ``init_args`` (``stored``): set them on

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
@@ -41,6 +41,9 @@ from bertkit.utils.io import atomic_path
 from bertkit.utils.precision import native_bf16
 
 ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+CompileMode = Literal["reduce-overhead"]
+"""``model.compile``'s named mode beside true/false (``torch.compile``'s mode of that name)."""
 
 
 def decays(parameter: torch.Tensor) -> bool:
@@ -86,7 +89,12 @@ class BertModule(pl.LightningModule):
             train without attention dropout); with dropout, training attention runs padded.
         compile: compile each encoder block with ``torch.compile(dynamic=True)`` (fuses the
             element-wise work around the matrix products; the first steps of each new shape are
-            slow while it compiles). State-dict keys are unchanged.
+            slow while it compiles). ``reduce-overhead``: ``torch.compile(mode="reduce-overhead",
+            dynamic=False)``, which on a CUDA GPU records each block's kernels of a batch shape
+            once as a CUDA graph and then replays them with one launch (PyTorch's CUDA graph
+            trees; elsewhere it compiles without graphs); it needs the padded encoder (``unpad``
+            false: the unpadded token count changes every batch) and few batch shapes
+            (``data.pad_to_multiple_of``). State-dict keys are unchanged.
         int8: in ``validate``, ``test`` and ``predict``, run the encoder's linear layers in int8
             (``bertkit.model.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
             LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
@@ -125,7 +133,7 @@ class BertModule(pl.LightningModule):
         adam_betas: tuple[float, float] = (0.9, 0.999),
         unpad: bool = True,
         attention_dropout: float | None = None,
-        compile: bool = False,
+        compile: bool | CompileMode = False,
         int8: bool = False,
         num_layers: int | None = None,
         adapter: Adapter | None = None,
@@ -148,6 +156,11 @@ class BertModule(pl.LightningModule):
             raise ValueError(f"model.attention_dropout={attention_dropout}: expected 0 <= attention_dropout < 1")
         if int8 and compile:
             raise ValueError("model.int8 and model.compile: choose one (int8 replaces the layers compile would fuse)")
+        if compile == "reduce-overhead" and unpad:
+            raise ValueError(
+                "model.compile reduce-overhead replays one CUDA graph per batch shape, and the unpadded encoder's "
+                "token count changes with every batch: set model.unpad false (and data.pad_to_multiple_of, e.g. 32)"
+            )
         adapter = Adapter(**adapter) if isinstance(adapter, dict) else adapter  # a checkpoint's plain values
         if adapter is not None and int8:
             raise ValueError(
@@ -167,8 +180,9 @@ class BertModule(pl.LightningModule):
         if attention_dropout is not None:
             self.encoder.set_attention_dropout(attention_dropout)
         if compile:
+            options = {"dynamic": True} if compile is True else {"mode": compile, "dynamic": False}
             for block in self.encoder.blocks:
-                block.compile(dynamic=True)
+                block.compile(**options)
         self.__dict__["task"] = task  # plain Python, never a submodule (release 0.1's heads are modules too)
         self.head: Head | None = None
         self._resumed_rng: dict[str, Any] | None = None
@@ -363,6 +377,8 @@ class BertModule(pl.LightningModule):
                 f"{type(self.task).__name__} has no head yet: it learns {', '.join(self.task.learned)} "
                 "from the training file. Fit first, pass a checkpoint (--ckpt_path), or set them in the recipe."
             )
+        if self.hparams.get("compile") == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
         batch = self.head.encoder_inputs(batch)
         inputs = {k: batch[k] for k in ENCODER_KEYS if k in batch}
         unpad = self.hparams.unpad and not self.head.reads_padding
@@ -497,6 +513,14 @@ class BertModule(pl.LightningModule):
             rank_zero_warn(
                 f"trainer.precision {precision} on a CPU without native support for it: torch emulates it, "
                 "slower than 32-true (bf16 is native on CPUs with AVX512-BF16 or AMX)"
+            )
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if self.hparams.get("compile") == "reduce-overhead" and not getattr(datamodule, "hparams", {}).get(
+            "pad_to_multiple_of"
+        ):
+            rank_zero_warn(
+                "model.compile reduce-overhead without data.pad_to_multiple_of: every new batch length is compiled "
+                "and recorded anew; --data.pad_to_multiple_of 32 pads the batches to a few lengths"
             )
         dropout = self.encoder.config.attention_probs_dropout_prob
         if self.device.type == "cuda" and self.hparams.unpad and dropout > 0:

@@ -12,7 +12,7 @@ task's metric.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +121,10 @@ class MultiTask(Task):
             for f in self._tasks[name].featurize([examples[i].example for i in positions], tokenizer, max_length):
                 features.append({**f, "example_index": positions[f["example_index"]], "task": name})
         return features
+
+    def batch_token_keys(self, features: Sequence[Feature]) -> frozenset[str] | None:
+        """The token keys of the task whose features the batch holds (each batch holds one's)."""
+        return self._tasks[features[0]["task"]].token_keys
 
     # ----- predictions: each task's records, in input order -----
     def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:

@@ -169,6 +169,7 @@ class CorpusTask(Task):
     the setting ``dynamic_masking`` (and ``sentence_task`` if it pairs segments; none = ``none``)."""
 
     data_settings = ("preparation",)
+    token_keys = frozenset({"labels"})
 
     def use_corpus(self, masking: MaskingStrategy | dict | None, preparation: CorpusPreparation | dict | None) -> None:
         """Set ``self.masking`` (a strategy, its spec from a checkpoint, or None = ``TokenMasking()``)

@@ -93,6 +93,7 @@ class QuestionAnswering(Task):
         self.tuned_threshold: float | None = None
 
     request_fields = ("question", "context")
+    token_keys = frozenset({"may_start", "may_end", "char_start", "char_end"})
     # Padding may neither start nor end an answer; its character offsets are never read.
     pad_values: ClassVar[Mapping[str, int]] = {"may_start": 0, "may_end": 0, "char_start": 0, "char_end": 0}
 

@@ -122,6 +122,7 @@ class SequenceClassification(Task):
     data_settings = (
         "text_column", "text_pair_column", "label_column", "file_format", "header", "quoting", "label_separator",
     )  # fmt: skip
+    token_keys: frozenset[str] = frozenset()  # labels are per sentence: a class, a score or multi-hot
 
     def __init__(
         self,

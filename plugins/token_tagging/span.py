@@ -105,6 +105,7 @@ class SpanClassification(TokenClassification):
 
     pad_values: ClassVar[Mapping[str, int]] = {"word_present": -1, "span_labels": -100, "gold_spans": -1}
     data_settings = ("tag_scheme", "tag_column", "tokens_field", "entities_field")
+    token_keys = frozenset({"word_present", "word_index"})
 
     def __init__(
         self,

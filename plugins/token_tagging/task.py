@@ -64,6 +64,7 @@ class TokenClassification(Task):
     """
 
     data_settings = ("tag_scheme", "tag_column", "tokens_field", "tags_field")
+    token_keys = frozenset({"labels", "word_index"})
 
     def __init__(
         self,
