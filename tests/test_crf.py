@@ -171,10 +171,10 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
     with torch.no_grad():
         logits = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     assert torch.allclose(logits, outputs["logits"], atol=1e-4)
-    emissions, positions, free_start = TokenClassificationHead._words(logits, batch["word_index"])
+    emissions, positions, free_start = TokenClassificationHead._words(logits, batch)
     theirs = CRF.from_export(tmp_path).decode(emissions, positions >= 0, free_start)
     ours = model.head.crf.decode(
-        TokenClassificationHead._words(outputs["logits"], batch["word_index"])[0], positions >= 0, free_start
+        TokenClassificationHead._words(outputs["logits"], batch)[0], positions >= 0, free_start
     )
     assert torch.equal(theirs, ours)
 
@@ -229,3 +229,23 @@ def test_the_exported_pipeline_decodes_as_the_crf(types, words, seed):
     ours = crf.decode(emissions, torch.ones(1, words, dtype=torch.bool))[0].tolist()
     theirs = best_path(emissions[0], *iob2_scores(tags, crf.transitions, crf.start_transitions, crf.end_transitions))
     assert theirs == ours
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.lists(st.integers(-1, 6), min_size=1, max_size=12), min_size=1, max_size=5))
+def test_the_loader_collates_the_positions_the_head_would_find(rows):
+    """A feature's ``word_positions`` (where ``word_index`` marks a word), padded by the loader,
+    are ``compacted_positions`` of the batch's ``word_index``, rows without words included: the
+    head takes them without reading the longest row on the host."""
+    from bertkit_plugins.token_tagging.head import collated_positions, compacted_positions
+
+    features = [
+        {"input_ids": [5] * len(r), "word_index": r, "word_positions": [p for p, w in enumerate(r) if w >= 0]}
+        for r in rows
+    ]
+    batch = pad_batch(features, 0, {"word_positions": -1})
+    expected = compacted_positions(batch["word_index"])
+    got = collated_positions(batch, "word_positions", "word_index")
+    assert got.dtype == expected.dtype and torch.equal(got, expected)
+    del batch["word_positions"]  # features without them: found from word_index
+    assert torch.equal(collated_positions(batch, "word_positions", "word_index"), expected)

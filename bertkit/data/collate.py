@@ -10,9 +10,9 @@ from bertkit.model.unpadded import with_layout
 from bertkit.tasks.task import Batch, Feature
 
 # Padding values of the list keys the core knows (input_ids pads with the tokenizer's pad id);
-# -100 is ignored by cross-entropy, -1 is no word. Any other list key is padded with the value
-# its task declares in ``Task.pad_values``.
-PAD_VALUES = {"token_type_ids": 0, "labels": -100, "word_index": -1}
+# -100 is ignored by cross-entropy, -1 is no word (no position). Any other list key is padded
+# with the value its task declares in ``Task.pad_values``.
+PAD_VALUES = {"token_type_ids": 0, "labels": -100, "word_index": -1, "word_positions": -1}
 
 CORE_TOKEN_KEYS = frozenset({"input_ids", "token_type_ids"})
 """The list keys that always run over the tokens (one entry per token of ``input_ids``)."""

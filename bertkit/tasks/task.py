@@ -43,8 +43,10 @@ Feature = dict[str, Any]
 """One model input, as ``Task.featurize`` returns it: ``input_ids`` (list of int, ``[CLS]`` …
 ``[SEP]``, at most ``data.max_length``) and ``example_index`` (int, the example it came from) are
 required; the core also knows ``token_type_ids`` (list of int), ``labels`` (an int, a list of
-floats, or a list of int per token with -100 = not scored) and ``word_index`` (list of int, -1 =
-no word). Any other key is the task's: a list (padded with the task's ``pad_values``), a number,
+floats, or a list of int per token with -100 = not scored), ``word_index`` (list of int, -1 =
+no word) and ``word_positions`` (list of int: the token positions where ``word_index`` marks a
+word, in order; collated as (B, W) padded with -1, so a head reads a batch's rows of words
+without reading their longest on the host). Any other key is the task's: a list (padded with the task's ``pad_values``), a number,
 or any other object (kept as it is, such as the example for post-processing)."""
 
 Batch = dict[str, Any]
@@ -65,7 +67,7 @@ class Task(HyperparametersMixin, ABC):
 
     pad_values: ClassVar[Mapping[str, int]] = {}
     """The padding value of each list-valued feature key beyond the core's (``input_ids``,
-    ``token_type_ids``, ``labels`` -100, ``word_index`` -1;
+    ``token_type_ids``, ``labels`` -100, ``word_index`` and ``word_positions`` -1;
     ``bertkit.data.collate.pad_batch``). A list key without one is an error when batches are
     built, never a guessed 0."""
 

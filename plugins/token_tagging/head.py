@@ -39,6 +39,23 @@ def compacted_positions(marked: torch.Tensor) -> torch.Tensor:
     return torch.where(chosen.gather(1, order), order, -1)
 
 
+def collated_positions(batch: Batch, positions: str, marked: str) -> torch.Tensor:
+    """``compacted_positions`` of ``batch[marked]``, as the loader collated it: a task's feature
+    lists the token positions where ``marked`` is >= 0 under the key ``positions``, which pads
+    them with -1 into (B, W), so a step does not read W on the host (a wait for a GPU). A batch
+    without that key (features written before it existed) is compacted here.
+
+    Returns:
+        (B, W) long, W >= 1: each row's positions in order, -1 past them.
+    """
+    if positions not in batch:
+        return compacted_positions(batch[marked])
+    found = batch[positions]
+    if found.shape[1] == 0:  # no row has any: one column of -1, as compacted_positions gives
+        return torch.full((found.shape[0], 1), -1, dtype=torch.long, device=found.device)
+    return found.long()
+
+
 class TokenClassificationHead(Head):
     """Dropout and a linear layer on every token's last hidden state; with ``crf``, a CRF.
 
@@ -137,7 +154,7 @@ class TokenClassificationHead(Head):
         logits = encoded.map_tokens(lambda h: self.classifier(self.dropout(h)))  # (B, T, num_tags)
         out = {"logits": logits}
         if "labels" in batch and self.crf is not None:
-            emissions, words, free_start = self._words(logits, batch["word_index"])
+            emissions, words, free_start = self._words(logits, batch)
             tags, scored = batch["labels"].gather(1, words.clamp(min=0)), words >= 0
             words_scored = scored.sum()
             nll = self.crf.nll(emissions, tags, scored, free_start).sum()  # per word: the sentences' sum / words
@@ -161,15 +178,17 @@ class TokenClassificationHead(Head):
         return {"logits": (outputs["logits"], batch["labels"] != -100)}
 
     @staticmethod
-    def _words(logits: torch.Tensor, word_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The CRF's sequences: each row's first sub-words of its own words, in order.
+    def _words(logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The CRF's sequences: each row's first sub-words of its own words, in order
+        (``word_positions`` as collated, else found from ``word_index``).
 
         Returns:
             emissions (B, W, num_tags) float32, their token positions (B, W) (-1 past a row's
             words), and (B,) whether a row's first word is not its sentence's first (a window
             that starts inside the sentence, where an entity may go on).
         """
-        words = compacted_positions(word_index)
+        word_index = batch["word_index"]
+        words = collated_positions(batch, "word_positions", "word_index")
         order = words.clamp(min=0)
         emissions = logits.float().gather(1, order.unsqueeze(2).expand(-1, -1, logits.shape[2]))
         free_start = word_index.gather(1, order[:, :1]).squeeze(1) > 0
@@ -181,7 +200,7 @@ class TokenClassificationHead(Head):
         logits, word_index = outputs["logits"], batch["word_index"]
         mask = word_index >= 0  # (B, T) first sub-word of an owned word
         if self.crf is not None:  # Viterbi: the tags in the rows' word order, which is mask's order
-            emissions, words, free_start = self._words(logits, word_index)
+            emissions, words, free_start = self._words(logits, batch)
             pred = self.crf.decode(emissions, words >= 0, free_start)[words >= 0]
         else:
             pred = logits.argmax(-1)[mask]

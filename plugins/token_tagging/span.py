@@ -103,7 +103,9 @@ class SpanClassification(TokenClassification):
         context: document context, as ``TokenClassification``'s.
     """
 
-    pad_values: ClassVar[Mapping[str, int]] = {"word_present": -1, "span_labels": -100, "gold_spans": -1}
+    pad_values: ClassVar[Mapping[str, int]] = {
+        "word_present": -1, "present_positions": -1, "span_labels": -100, "gold_spans": -1,
+    }  # fmt: skip
     data_settings = ("tag_scheme", "tag_column", "tokens_field", "entities_field")
     token_keys = frozenset({"word_present", "word_index"})
 
@@ -184,6 +186,8 @@ class SpanClassification(TokenClassification):
                 "word_index": window.spread(-1, owned),
                 "example_index": window.example,
             }
+            # where word_present marks a word, in order: the head's span starts, collated by the loader
+            feature["present_positions"] = [p for p, w in enumerate(feature["word_present"]) if w >= 0]
             if sentence.spans is not None:
                 gold = {(a, b): self.type_ids[k] for a, b, k in sentence.spans}
                 labels = []  # slot a * width + k: the span of words[a] … words[a + k]; -100: not classified here

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from bertkit_plugins.token_tagging.head import compacted_positions
+from bertkit_plugins.token_tagging.head import collated_positions
 from bertkit_plugins.token_tagging.span_metric import SpanF1
 from torch import nn
 
@@ -45,7 +45,7 @@ class SpanClassificationHead(Head):
         """``logits`` (B, W, K, 1 + types) of the span of K words from each of the W words,
         ``span_start`` (B, W) each word's index, ``span_valid`` (B, W, K); with labels, ``loss``."""
         states = encoded.map_tokens(lambda h: h)  # (B, T, H)
-        positions = compacted_positions(batch["word_present"])  # (B, W): each word's first sub-word
+        positions = collated_positions(batch, "present_positions", "word_present")  # (B, W): each word's first sub-word
         starts = torch.where(positions >= 0, batch["word_present"].gather(1, positions.clamp(min=0)), -1)  # its index
         size, count, width = positions.shape[0], positions.shape[1], self.max_span_width
         owned = (batch["word_index"].gather(1, positions.clamp(min=0)) >= 0) & (positions >= 0)  # (B, W)

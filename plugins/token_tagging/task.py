@@ -198,6 +198,8 @@ class TokenClassification(Task):
                 "word_index": window.spread(-1, word_index),
                 "example_index": window.example,
             }
+            # where word_index marks a word, in order: the CRF's sequence, collated by the loader
+            feature["word_positions"] = [p for p, w in enumerate(feature["word_index"]) if w >= 0]
             if tag_ids is not None:
                 feature["labels"] = window.spread(-100, labels)
             features.append(feature)
