@@ -113,7 +113,9 @@ class Ticks(pl.Callback):
         self.clock.tick()
 
 
-def composed(task: str, args: argparse.Namespace, total: int) -> Any:
+def composed(task: str, args: argparse.Namespace, total: int, extra: dict[str, Any] | None = None) -> Any:
+    """The task's recipe on the tiny encoder for ``total`` steps (``args``: batch size, max
+    length, work folder), with ``extra`` overrides last."""
     recipe, overrides, _ = TASKS[task]
     settings = {
         "seed_everything": 0, "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2",
@@ -125,7 +127,7 @@ def composed(task: str, args: argparse.Namespace, total: int) -> Any:
         settings |= {"data.data_dir": str(squad_subset(args.work)), "data.train_file": "train.json"}
     if task == "pretraining":  # the Brown corpus, prepared once into the cache (MLM + NSP, static masks)
         settings |= {"data.data_dir": str(Path(os.environ["BERTKIT_DATA_DIR"]) / "corpus")}
-    return compose(ROOT / "recipes" / recipe, overrides=settings | overrides)
+    return compose(ROOT / "recipes" / recipe, overrides=settings | overrides | (extra or {}))
 
 
 def squad_subset(work: Path) -> Path:
