@@ -16,7 +16,9 @@ per sequence, plus NSP), where content does not matter for speed.
 bertkit runs in several variants: ``bertkit`` (defaults: unpadded encoder, the checkpoint's
 attention dropout 0.1, so training attention runs through padded SDPA), ``bertkit_flash``
 (``attention_dropout: 0``: FlashAttention varlen over the packed tokens) and
-``bertkit_flash_compile`` (plus ``compile: true``).
+``bertkit_flash_compile`` (plus ``compile: true``) and ``bertkit_cudagraphs`` (the padded
+encoder, ``compile: reduce-overhead``, batches padded to multiples of 16: CUDA graphs replayed
+per batch shape).
 
 Measured over ``--steps`` optimizer steps after ``--warmup`` (synchronised wall clock):
 real (non-padding) tokens/s and sequences/s; model FLOP utilisation = useful training FLOPs/s
@@ -49,13 +51,14 @@ from common import ROOT, machine, matmul_ceiling, write_result
 from provenance import started
 
 from bertkit import BertConfig, BertModule
-from bertkit.data.collate import pad_batch
+from bertkit.data.collate import collate
 
 TASKS = ("ner", "sst2", "squad", "pretrain128", "pretrain512")
 VARIANTS = {
     "bertkit": {},
     "bertkit_flash": {"attention_dropout": 0.0},
     "bertkit_flash_compile": {"attention_dropout": 0.0, "compile": True},
+    "bertkit_cudagraphs": {"unpad": False, "compile": "reduce-overhead", "pad_to_multiple_of": 16},
 }
 ENCODER_KEYS = ("input_ids", "token_type_ids")
 
@@ -191,6 +194,8 @@ class Clock:
 
 def run_bertkit(task: str, variant: dict, features: list[dict], args: argparse.Namespace, vocab: Path) -> dict:
     pl.seed_everything(args.seed)
+    variant = dict(variant)
+    multiple = variant.pop("pad_to_multiple_of", None)
     model = BertModule(
         make_head(task), pretrained=None, preset=args.preset, vocab_file=str(vocab), lowercase=False,
         learning_rate=1e-4, warmup_ratio=0.1, **variant,
@@ -209,7 +214,10 @@ def run_bertkit(task: str, variant: dict, features: list[dict], args: argparse.N
 
     loader = torch.utils.data.DataLoader(
         features, batch_size=args.batch_size[task], shuffle=True, generator=torch.Generator().manual_seed(args.seed),
-        collate_fn=partial(pad_batch, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.task.pad_values),
+        collate_fn=partial(
+            collate, pad_token_id=model.tokenizer.pad_token_id, pad_values=model.task.pad_values,
+            pad_to_multiple_of=multiple, token_keys=model.task.batch_token_keys,
+        ),
         num_workers=2,
         pin_memory=args.device == "cuda", persistent_workers=True,
     )  # fmt: skip

@@ -45,6 +45,12 @@ ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 CompileMode = Literal["reduce-overhead"]
 """``model.compile``'s named mode beside true/false (``torch.compile``'s mode of that name)."""
 
+STATIC_RECOMPILE_LIMIT = 64
+"""Dynamo's recompile limit under ``model.compile reduce-overhead`` (its default is 8): each
+block is compiled once per batch size, bucketed length, grad mode and query length (a
+classifier's last block computes ``[CLS]`` alone), a few dozen graphs in a run with buckets,
+where the default would run all past the eighth eagerly."""
+
 
 def decays(parameter: torch.Tensor) -> bool:
     """Whether weight decay applies: to matrices (linear and embedding weights), not to vectors.
@@ -94,7 +100,8 @@ class BertModule(pl.LightningModule):
             once as a CUDA graph and then replays them with one launch (PyTorch's CUDA graph
             trees; elsewhere it compiles without graphs); it needs the padded encoder (``unpad``
             false: the unpadded token count changes every batch) and few batch shapes
-            (``data.pad_to_multiple_of``). State-dict keys are unchanged.
+            (``data.pad_to_multiple_of``); it raises dynamo's recompile limit to
+            ``STATIC_RECOMPILE_LIMIT``. State-dict keys are unchanged.
         int8: in ``validate``, ``test`` and ``predict``, run the encoder's linear layers in int8
             (``bertkit.model.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
             LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
@@ -181,6 +188,9 @@ class BertModule(pl.LightningModule):
             self.encoder.set_attention_dropout(attention_dropout)
         if compile:
             options = {"dynamic": True} if compile is True else {"mode": compile, "dynamic": False}
+            if compile == "reduce-overhead":
+                limit = torch._dynamo.config.recompile_limit
+                torch._dynamo.config.recompile_limit = max(limit, STATIC_RECOMPILE_LIMIT)
             for block in self.encoder.blocks:
                 block.compile(**options)
         self.__dict__["task"] = task  # plain Python, never a submodule (release 0.1's heads are modules too)
