@@ -10,8 +10,8 @@ training sets of the recipes (the padded encoder, ``model.unpad false``, batch 3
 - ``steps``: the ``tiny`` encoder (2 layers x 128) trained by ``bertkit fit`` for ``--steps``
   steps of NER (softmax tagger), eager and with ``model.compile reduce-overhead`` (on a CPU:
   inductor with static shapes and no CUDA graphs), each without and with buckets of 16: the
-  graphs dynamo compiled, the seconds of the whole fit and the median step time of the last
-  half of the steps. What it says about a GPU: how many recordings a run needs, not their speed.
+  graphs dynamo compiled, the seconds of the whole fit (compilation included, with an empty
+  inductor cache each) and the median step time of the last half of the steps. What it says about a GPU: how many recordings a run needs, not their speed.
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/bucketing.py   # writes benchmarks/results/bucketing.json
 """
@@ -72,6 +72,8 @@ def steps(args: argparse.Namespace, compiled: bool, multiple: int | None) -> dic
 
     torch._dynamo.reset()
     counters.clear()
+    torch._inductor.config.fx_graph_cache = False  # each side compiles from nothing: no earlier side's kernels
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=args.work)
     overrides = {"model.unpad": False, "data.pad_to_multiple_of": multiple, "trainer.enable_progress_bar": False}
     if compiled:
         overrides["model.compile"] = "reduce-overhead"
