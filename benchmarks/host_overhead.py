@@ -22,6 +22,7 @@ corpus, prepared once with static masks) has the bertkit and bare sides only: no
 class reads its batches as they are.
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/host_overhead.py   # writes benchmarks/results/host_overhead.json
+    BERTKIT_DATA_DIR=../shared/data python benchmarks/host_overhead.py --device cuda --output benchmarks/results/host_overhead_cuda.json
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def composed(task: str, args: argparse.Namespace, total: int, extra: dict[str, A
         "seed_everything": 0, "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2",
         "data.batch_size": args.batch_size, "data.max_length": args.max_length, "data.validation_file": None,
         "data.test_file": None, "trainer.max_steps": total, "trainer.limit_val_batches": 0,
-        "trainer.default_root_dir": str(args.work / task),
+        "trainer.default_root_dir": str(args.work / task), "trainer.accelerator": getattr(args, "device", "cpu"),
     }  # fmt: skip
     if task == "squad":
         settings |= {"data.data_dir": str(squad_subset(args.work)), "data.train_file": "train.json"}
@@ -170,9 +171,9 @@ def python_profile(run: Any, total: int, top: int = 12) -> dict[str, float]:
     return {"total": round(1e6 * sum(own.values()) / total, 1)} | {k: round(1e6 * v / total, 1) for k, v in ranked}
 
 
-def bare_side(run: Any, total: int) -> Callable[[Clock], None]:
+def bare_side(run: Any, total: int, device: str = "cpu") -> Callable[[Clock], None]:
     def side(clock: Clock) -> None:
-        model = run.model
+        model = run.model.to(device)
         run.datamodule.setup("fit")
         if model.head is None:  # a task that learns its labels from the training file
             model.build_head()
@@ -183,6 +184,7 @@ def bare_side(run: Any, total: int) -> Callable[[Clock], None]:
         while step < total:
             for batch in run.datamodule.train_dataloader():
                 clock.tick()
+                batch = {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
                 loss = model(batch)["loss"]
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -218,7 +220,7 @@ def transformers_side(run: Any, task: str, args: argparse.Namespace, total: int)
         training = transformers.TrainingArguments(
             output_dir=str(folder / "hf"), per_device_train_batch_size=args.batch_size, learning_rate=1e-4,
             weight_decay=0.01, max_steps=total, max_grad_norm=1.0, save_strategy="no", eval_strategy="no",
-            logging_steps=50, report_to=[], use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0,
+            logging_steps=50, report_to=[], use_cpu=args.device == "cpu", dataloader_num_workers=0, disable_tqdm=True, seed=0,
         )  # fmt: skip
         trainer = transformers.Trainer(
             model=model, args=training, train_dataset=list(features), data_collator=collate, callbacks=[HFTicks()]
@@ -237,6 +239,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "host_overhead")
     parser.add_argument("--output", type=Path, default=OUT)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where all three sides train")
     args = parser.parse_args()
     if "BERTKIT_DATA_DIR" not in os.environ:
         raise SystemExit("set BERTKIT_DATA_DIR to the real data folder")
@@ -248,7 +251,7 @@ def main() -> None:
     for task in args.tasks:
         results[task] = {
             "bertkit": timed(bertkit_side(composed(task, args, total)), args.warmup, args.steps),
-            "bare": timed(bare_side(composed(task, args, total), total), args.warmup, args.steps),
+            "bare": timed(bare_side(composed(task, args, total), total, args.device), args.warmup, args.steps),
         }  # fmt: skip
         if (
             TASKS[task][2] is not None
@@ -269,7 +272,7 @@ def main() -> None:
     )
     result["settings"] = {
         "preset": "tiny", "batch_size": args.batch_size, "max_length": args.max_length, "warmup": args.warmup,
-        "steps": args.steps, "profiled_steps": PROFILED,
+        "steps": args.steps, "profiled_steps": PROFILED, "device": args.device,
     }  # fmt: skip
     result["results"] = results
     write_result(args.output, result)
