@@ -46,8 +46,9 @@ required; the core also knows ``token_type_ids`` (list of int), ``labels`` (an i
 floats, or a list of int per token with -100 = not scored), ``word_index`` (list of int, -1 =
 no word) and ``word_positions`` (list of int: the token positions where ``word_index`` marks a
 word, in order; collated as (B, W) padded with -1, so a head reads a batch's rows of words
-without reading their longest on the host). Any other key is the task's: a list (padded with the task's ``pad_values``), a number,
-or any other object (kept as it is, such as the example for post-processing)."""
+without reading their longest on the host). Any other key is the task's: a list (padded with
+the task's ``pad_values``), a number, or any other object (kept as it is, such as the example
+for post-processing)."""
 
 Batch = dict[str, Any]
 """Features collated by ``bertkit.data.collate.pad_batch``: ``input_ids``, ``token_type_ids`` and
