@@ -6,8 +6,11 @@ of its own.
 Sides, per task and seed, in this order:
 
 - ``full``: the recipe as it is (also the teacher of ``student-distilled``);
-- ``lora-r8``, ``lora-r16``: ``recipes/ner_lora.yaml``'s adapter block with that rank, alpha = 2r,
-  and its learning rate 5e-4;
+- ``lora-r8``, ``lora-r16``: ``recipes/ner_lora.yaml``'s adapter block (its targets, alpha and
+  learning rate) with that rank; ``lora-r4-qv``, ``lora-r8-attn``, ``lora-r8-all`` …: the rank and
+  the targets named (``qv``: query and value; ``attn``: query, key and value; ``all``: every linear
+  layer of the blocks), alpha = 2r; ``--lora-lr`` sets the adapters' learning rate, ``--rslora``
+  peft's rank-stabilised scaling (alpha / sqrt(r));
 - ``student``: MiniLM's first 2 layers (``model.num_layers``), the recipe's settings otherwise;
 - ``student-distilled``: the same student with ``model.teacher`` the ``full`` run's last
   checkpoint (temperature 2, alpha 0.5).
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import statistics
 import subprocess
@@ -44,13 +48,23 @@ OUT = ROOT / "benchmarks" / "results" / "lora_distill.json"
 TASKS = {"ner": ("ner.yaml", "test/f1", {}), "sst2": ("sst2.yaml", "test/accuracy", {"data.test_file": "dev.tsv"})}
 SIDES = ("full", "lora-r8", "lora-r16", "student", "student-distilled")
 STUDENT_LAYERS = 2
+TARGETS = {"qv": ["query", "value"], "attn": ["query", "key", "value"], "all": ["query", "key", "value", "dense"]}
+LORA_SIDE = re.compile(r"lora-r(\d+)(?:-(qv|attn|all))?")
 
 
-def side_settings(side: str, teacher: Path) -> tuple[list[Path], dict[str, Any]]:
+def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[list[Path], dict[str, Any]]:
     """The extra recipes and settings of a side."""
-    if side.startswith("lora-r"):
-        rank = int(side.removeprefix("lora-r"))
-        return [ROOT / "recipes" / "ner_lora.yaml"], {"model.adapter.r": rank, "model.adapter.alpha": 2.0 * rank}
+    lora = LORA_SIDE.fullmatch(side)
+    if lora:
+        rank, targets = int(lora[1]), lora[2]
+        settings = {"model.adapter.r": rank}
+        if targets:
+            settings |= {"model.adapter.target_modules": TARGETS[targets], "model.adapter.alpha": 2.0 * rank}
+        if args.lora_lr is not None:
+            settings["model.learning_rate"] = args.lora_lr
+        if args.rslora:
+            settings["model.adapter.use_rslora"] = True
+        return [ROOT / "recipes" / "ner_lora.yaml"], settings
     if side.startswith("student"):
         settings: dict[str, Any] = {"model.num_layers": STUDENT_LAYERS}
         if side == "student-distilled":
@@ -79,7 +93,7 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
     from bertkit import compose
 
     recipe, score, overrides = TASKS[task]
-    extra, settings = side_settings(side, work / "full" / "checkpoints" / "last.ckpt")
+    extra, settings = side_settings(side, work / "full" / "checkpoints" / "last.ckpt", args)
     overrides = {
         **overrides, **settings, "seed_everything": seed, "data.seed": seed, "data.batch_size": 32,
         "trainer.max_epochs": 1, "trainer.limit_train_batches": args.batches, "trainer.limit_val_batches": 0,
@@ -132,6 +146,10 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--speed-batches", type=int, default=16)
+    parser.add_argument("--sides", nargs="+", default=list(SIDES), help="sides to run, in order (%(default)s)")
+    parser.add_argument("--lora-lr", type=float, help="the LoRA sides' learning rate (default: ner_lora.yaml's)")
+    parser.add_argument("--rslora", action="store_true", help="rank-stabilised LoRA scaling on the LoRA sides")
+    parser.add_argument("--out", type=Path, default=OUT, help="the result file (%(default)s)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # task side seed work
     args = parser.parse_args()
     if args.child:
@@ -139,14 +157,21 @@ def main() -> None:
         print(json.dumps(child(task, side, int(seed), args, Path(work))))
         return
     provenance = started("lora_distill.py")
-    runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in SIDES} for t in args.tasks}
+    for side in args.sides:
+        if side not in SIDES and not LORA_SIDE.fullmatch(side):
+            parser.error(f"--sides {side}: expected one of {SIDES} or lora-r<rank>-<qv|attn|all>")
+    if "student-distilled" in args.sides and "full" not in args.sides:
+        parser.error("--sides student-distilled needs full (its teacher) before it")
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in args.sides} for t in args.tasks}
     for task in args.tasks:
         for seed in args.seeds:
             with tempfile.TemporaryDirectory() as work:
-                for side in SIDES:
+                for side in args.sides:
                     command = [sys.executable, __file__, "--child", task, side, str(seed), work]
                     command += ["--batches", str(args.batches), "--warmup", str(args.warmup)]
                     command += ["--speed-batches", str(args.speed_batches)]
+                    command += ["--lora-lr", str(args.lora_lr)] if args.lora_lr is not None else []
+                    command += ["--rslora"] if args.rslora else []
                     out = subprocess.run(command, capture_output=True, text=True)
                     if out.returncode != 0:
                         raise SystemExit(out.stderr[-3000:])
@@ -154,6 +179,8 @@ def main() -> None:
                     print(task, side, runs[task][side][-1], flush=True)
     table = {task: {side: summary(found) for side, found in sides.items()} for task, sides in runs.items()}
     for sides in table.values():
+        if not {"full", "student", "student-distilled"} <= sides.keys():
+            continue
         teacher, hard, soft = (sides[s]["score_mean"] for s in ("full", "student", "student-distilled"))
         sides["student-distilled"]["gap_closed"] = (
             round((soft - hard) / (teacher - hard), 3) if teacher != hard else None
@@ -166,9 +193,10 @@ def main() -> None:
     result["settings"] = {
         "batches": args.batches, "batch_size": 32, "warmup": args.warmup, "seeds": args.seeds,
         "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS, "temperature": 2.0, "alpha": 0.5,
+        "sides": args.sides, "lora_lr": args.lora_lr, "rslora": args.rslora,
     }  # fmt: skip
     result["tasks"] = table
-    write_result(OUT, result)
+    write_result(args.out, result)
     brief = {t: {s: {k: v for k, v in x.items() if k != "runs"} for s, x in d.items()} for t, d in table.items()}
     print(json.dumps(brief, indent=1))
 

@@ -39,9 +39,12 @@ class EncoderFamily:
     hf_prefix: ClassVar[str] = "bert."
     """Prefix of the encoder's keys in a ``transformers`` task checkpoint (``bert.`` for BERT):
     the rest of such a checkpoint is the task's layers."""
-    adapter_targets: ClassVar[tuple[str, ...]] = ("query", "value")
-    """The linear layers that get LoRA adapters when ``model.adapter`` names none (BERT's
-    attention query and value projections, as Hu et al. 2021 §4.2 adapt them)."""
+    adapter_targets: ClassVar[tuple[str, ...]] = ("query", "key", "value", "dense")
+    """The linear layers that get LoRA adapters when ``model.adapter`` names none: every linear
+    layer of the blocks (BERT's query, key and value, the attention's output and both
+    feed-forward products, all named ``dense``; the pooler's too). Hu et al. 2021 §4.2 adapt
+    query and value alone, which on CoNLL-2003 NER lost 4 F1 or more to full fine-tuning at its
+    budget (``benchmarks/results/lora_parity.json``)."""
     hf_token_roles: ClassVar[dict[str, str]] = {}
     """``config.json`` token-id fields of this family's transformers config, by the tokenizer role
     that fills them (``{"bos_token_id": "cls"}``: ``tokenizer.cls_token_id``)."""

@@ -48,6 +48,7 @@ def save_peft_adapter(model: BertModule, directory: str | Path) -> list[str]:
         lora_alpha=adapter["alpha"],
         lora_dropout=adapter["dropout"],
         target_modules=adapter["target_modules"],
+        use_rslora=adapter.get("use_rslora", False),  # checkpoints from before the setting have none
         modules_to_save=head,
     )
     wrapped = peft.get_peft_model(hf, config)

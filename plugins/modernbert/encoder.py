@@ -406,7 +406,7 @@ class ModernBertFamily(EncoderFamily):
     config_class = ModernBertConfig
     encoder_class = ModernBertModel
     hf_prefix = "model."
-    adapter_targets = ("Wqkv",)  # the fused query/key/value projection (peft has no ModernBERT default)
+    adapter_targets = ("Wqkv", "Wo", "Wi")  # every linear layer of the blocks, as for BERT (EncoderFamily)
     hf_token_roles: ClassVar[dict[str, str]] = {
         "cls_token_id": "cls",
         "sep_token_id": "sep",
