@@ -3,6 +3,7 @@ checkpoints, predictions of a partial predict, and the plots written after fit."
 
 from __future__ import annotations
 
+import ast
 import os
 
 import pytorch_lightning as pl
@@ -10,12 +11,15 @@ import torch
 from bertkit_plugins.sequence_classification import SequenceClassification
 from bertkit_plugins.sequence_classification.readers import read_table
 from bertkit_plugins.token_tagging.conll import read_conll
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule
 from bertkit.training.callbacks import prediction_records
 from bertkit.training.checkpoints import AtomicCheckpointIO
 from bertkit.training.plots import read_metrics, write_plots
-from bertkit.utils.io import atomic_path, text_lines
+from bertkit.utils.io import atomic_dir, atomic_path, replace_output, text_lines, write_jsonl
+from tests.conftest import ROOT
 
 BOM = "\ufeff"
 
@@ -83,3 +87,46 @@ def test_plots_are_written_beside_the_metrics(tmp_path):
     written = write_plots(metrics)
     assert [p.name for p in written] == ["learning_curves.png", "per_type.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+@settings(max_examples=25, deadline=None)
+@given(mode=st.integers(0o400, 0o777).filter(lambda m: m & 0o600 == 0o600), kind=st.sampled_from(["file", "folder"]))
+def test_every_writer_keeps_the_mode_of_the_output_it_replaces(tmp_path_factory, mode, kind):
+    root = tmp_path_factory.mktemp("modes")
+    target = root / ("out.jsonl" if kind == "file" else "export")
+    if kind == "file":
+        target.write_text("old\n", encoding="utf-8")
+        target.chmod(mode)
+        write_jsonl(target, [{"a": 1}])  # predict's single part, the scores, checkpoints (atomic_path)
+        assert target.stat().st_mode & 0o777 == mode
+        partial = root / "out.jsonl.partial"  # predict's and embed's parts, ONNX files
+        partial.write_text("new\n", encoding="utf-8")
+        replace_output(partial, target)
+        assert target.stat().st_mode & 0o777 == mode and target.read_text(encoding="utf-8") == "new\n"
+    else:
+        target.mkdir()
+        (target / "config.json").write_text("{}", encoding="utf-8")
+        target.chmod(mode | 0o100)
+        with atomic_dir(target) as tmp:
+            (tmp / "config.json").write_text("{}", encoding="utf-8")
+        assert target.stat().st_mode & 0o777 == mode | 0o100
+
+
+def test_outputs_reach_their_names_only_through_the_one_writer():
+    """A rename onto a user's file (``os.replace``, ``os.rename``, ``shutil.move``, ``Path.rename``
+    or ``Path.replace``) anywhere but ``bertkit.utils.io`` would skip the mode it keeps."""
+    found = []
+    for path in [*(ROOT / "bertkit").rglob("*.py"), *(ROOT / "plugins").rglob("*.py")]:
+        if path == ROOT / "bertkit" / "utils" / "io.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                owner = ast.unparse(node.func.value)
+                if (owner, node.func.attr) in {("os", "replace"), ("os", "rename"), ("shutil", "move")} or (
+                    node.func.attr in ("rename", "replace")
+                    and owner != "dataclasses"
+                    and len(node.args) == 1
+                    and not node.keywords
+                ):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, found

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from contextlib import nullcontext
 from pathlib import Path
 
 from bertkit.utils.choices import Features, Pooling
-from bertkit.utils.io import atomic_path
+from bertkit.utils.io import atomic_path, replace_output
 
 log = logging.getLogger(__name__)
 
@@ -110,5 +109,5 @@ def embed(
         with atomic_path(target) as tmp:
             save_file({"features": torch.stack(kept).contiguous()}, str(tmp), metadata=settings)
     else:
-        os.replace(partial, target)
+        replace_output(partial, target)
     print(f"wrote {count} {features}/{pooling} feature{'s' if count != 1 else ''} ({dims} dims) to {output}")

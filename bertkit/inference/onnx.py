@@ -13,7 +13,6 @@ moved together with it. Either way the folder can be copied or moved as it is.
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ import torch
 from torch import nn
 
 from bertkit.training.module import BertModule
+from bertkit.utils.io import replace_output
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 ONE_FILE_LIMIT = 1_800_000_000  # bytes of weights kept inside model.onnx (protobuf's limit is 2 GiB)
@@ -131,7 +131,7 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
         if worst > tolerance:
             raise ValueError(f"{path}: ONNX logits differ from bertkit's by {worst:.2e} (> {tolerance}); not written")
         for written in sorted(Path(folder).iterdir(), key=lambda p: p == tmp):  # weights first, the graph last
-            os.replace(written, target.parent / written.name)
+            replace_output(written, target.parent / written.name)
     return worst
 
 
@@ -171,5 +171,5 @@ def quantize_onnx(source: str | Path, path: str | Path, per_channel: bool = True
                 str(optimized), use_external_data_format=large
             )
             quantize_dynamic(optimized, tmp, per_channel=per_channel, weight_type=QuantType.QInt8)
-        os.replace(tmp, target)
+        replace_output(tmp, target)
     return Path(source).stat().st_size, target.stat().st_size

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from pytorch_lightning.callbacks import BasePredictionWriter, Callback
 from typing_extensions import override
 
 from bertkit.training.run_folder import in_run_folder
-from bertkit.utils.io import write_jsonl
+from bertkit.utils.io import replace_output, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class PredictionWriter(BasePredictionWriter):
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 self._written += 1
         if last:
-            os.replace(partial, path)
+            replace_output(partial, path)
             self._report(self._written, path)
 
     @staticmethod

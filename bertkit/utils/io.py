@@ -33,11 +33,21 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     try:
         with _full_disk(target):
             yield tmp
-        if tmp.is_file():  # mkstemp makes 0600: the replaced file's permissions, else those open() gives
-            tmp.chmod(_mode(target, 0o666))
-        os.replace(tmp, target)
+        if tmp.is_file():  # mkstemp makes 0600
+            replace_output(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def replace_output(source: str | Path, target: str | Path) -> None:
+    """Move a finished file or folder ``source`` onto ``target`` in one rename, with ``target``'s
+    permission bits if it exists (a replaced output keeps them, never wider), else those a new
+    file (0666) or folder (0777) gets under the umask. Every output bertkit writes reaches its
+    name through here (``atomic_path``, ``atomic_dir``, the parts of ``predict`` and ``embed``).
+    """
+    source, target = Path(source), Path(target)
+    source.chmod(_mode(target, 0o777 if source.is_dir() else 0o666))
+    os.replace(source, target)
 
 
 @contextmanager
@@ -81,11 +91,12 @@ def atomic_dir(target: str | Path) -> Iterator[Path]:
     try:
         with _full_disk(target):
             yield tmp
-        tmp.chmod(_mode(target, 0o777))
+        mode = _mode(target, 0o777)
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
             os.replace(target, old / target.name)
+        tmp.chmod(mode)
         os.replace(tmp, target)
         if old is not None:
             shutil.rmtree(old)

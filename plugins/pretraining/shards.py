@@ -30,7 +30,7 @@ import numpy as np
 from bertkit_plugins.pretraining.instances import Instance
 from bertkit_plugins.pretraining.masking import Masked
 
-from bertkit.api import atomic_path, fetch_file, is_remote, read_json, write_chunks
+from bertkit.api import atomic_path, fetch_file, is_remote, read_json, replace_output, write_chunks
 
 MANIFEST = "manifest.json"
 PREPARE_AGAIN = "run `bertkit prepare` again with overwrite=true"
@@ -61,7 +61,7 @@ def write_shard(directory: Path, instances: list[Instance], masks: list[Masked] 
     for name, array in arrays.items():
         np.save(tmp / f"{name}.npy", array)
     shutil.rmtree(directory, ignore_errors=True)
-    os.replace(tmp, directory)
+    replace_output(tmp, directory)
     return {"name": directory.name, "instances": len(instances), "tokens": int(lengths.sum())}
 
 
@@ -169,4 +169,4 @@ def stream_shards(directory: Path, chunk_bytes: str | int = "64MB", workers: int
     with atomic_path(tmp / MANIFEST) as path:
         path.write_text(json.dumps({**shards.manifest, "storage": "litdata"}, indent=2) + "\n", encoding="utf-8")
     shutil.rmtree(directory)
-    os.replace(tmp, directory)
+    replace_output(tmp, directory)
