@@ -20,10 +20,12 @@ module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
 - Tokenizers: ``BertTokenizer``, ``Encoded``, ``Inputs``, ``SPECIAL_TOKENS``, ``load_tokenizer``;
   ``split_words`` (plain text's words by BERT's basic-tokenizer rules, with offsets).
 - Files: ``text_lines``, ``json_lines``, ``read_text``, ``read_json``, ``atomic_path``,
+  ``replace_output`` (a finished file or folder onto its name, keeping its mode),
   ``sample_files``, ``cache_dir``; ``max_context_window`` (windows of long texts); streamed
   data in litdata chunks (the ``stream`` extra): ``write_chunks``, ``StreamedFeatures``,
   ``fetch_file``, ``is_remote``, ``require_litdata``;
-  ``check_choice`` (a setting among a ``Literal``'s values).
+  ``check_choice`` (a setting among a ``Literal``'s values), ``check_float32`` (a number checked in
+  the float32 it is used in).
 - Typed records: ``Schema`` (a JSON record's declared fields, strict), ``Text``/``NonBlank``,
   ``parse`` (a value checked against a schema or type), ``parse_json``, ``typed_fields`` (a
   ``config.json``'s entries checked against a config dataclass's field types).
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from bertkit.model.weights import save_encoder
     from bertkit.plugins import registered, stored_class
     from bertkit.tasks.head import DistillationTarget, Head
+    from bertkit.tasks.loss import mean_over_processes
     from bertkit.tasks.task import (
         Batch,
         Feature,
@@ -71,8 +74,9 @@ if TYPE_CHECKING:
         task_from_spec,
     )
     from bertkit.utils.choices import check_choice
-    from bertkit.utils.io import atomic_path, json_lines, read_json, read_text, text_lines
+    from bertkit.utils.io import atomic_path, json_lines, read_json, read_text, replace_output, text_lines
     from bertkit.utils.moved import forwarding, renamed
+    from bertkit.utils.precision import check_float32
     from bertkit.utils.schema import NonBlank, Schema, Text, parse, parse_json
 
 _HOME = {
@@ -126,10 +130,12 @@ _HOME = {
     "require_litdata": "data.streaming",
     "write_chunks": "data.streaming",
     "check_choice": "utils.choices",
+    "check_float32": "utils.precision",
     "atomic_path": "utils.io",
     "json_lines": "utils.io",
     "read_json": "utils.io",
     "read_text": "utils.io",
+    "replace_output": "utils.io",
     "text_lines": "utils.io",
     "forwarding": "utils.moved",
     "renamed": "utils.moved",
@@ -152,6 +158,7 @@ __all__ = [
     "by_example",
     "cache_dir",
     "check_choice",
+    "check_float32",
     "check_length",
     "deprecated_alias",
     "DistillationTarget",
@@ -174,6 +181,7 @@ __all__ = [
     "LazyFeatures",
     "load_tokenizer",
     "max_context_window",
+    "mean_over_processes",
     "NonBlank",
     "pad_batch",
     "parse",
@@ -184,6 +192,7 @@ __all__ = [
     "read_text",
     "registered",
     "renamed",
+    "replace_output",
     "require_litdata",
     "sample_files",
     "save_encoder",
