@@ -187,3 +187,77 @@ def test_the_commands_fit_suggests_next_test_the_same_run(tmp_path):
     tested = run_bertkit(*command, cwd=tmp_path)
     assert tested.returncode == 0 and "runs/x/checkpoints/" in tested.stdout + tested.stderr
     assert "runs/ner/checkpoints/" not in tested.stdout + tested.stderr
+
+
+EMPTY_WORK = {
+    "test": (["test", "--ckpt_path", "best", "--trainer.limit_test_batches=0"], "test_scores.json", "no score"),
+    "validate": (["validate", "--ckpt_path", "best", "--trainer.limit_val_batches=0"], "validate_scores.json", "no score"),
+    "predict": (["predict", "--ckpt_path", "best", "--trainer.limit_predict_batches=0"], "predictions.jsonl", "no batch"),
+    "predict-no-writer": (["predict", "--ckpt_path", "best", "--config", "NO_WRITER"], "predictions.jsonl", "no prediction writer"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("member", sorted(EMPTY_WORK))
+def test_a_command_whose_work_was_empty_exits_non_zero_and_keeps_the_earlier_result(sample_run, tmp_path, member):
+    args, output, said = EMPTY_WORK[member]
+    no_writer = tmp_path / "no_writer.yaml"
+    no_writer.write_text("trainer:\n  callbacks:\n    - class_path: ModelCheckpoint\n", encoding="utf-8")
+    args = [str(no_writer) if a == "NO_WRITER" else a for a in args]
+    earlier = sample_run / "runs/ner" / output
+    before = earlier.read_bytes() if earlier.exists() else None
+    earlier.write_text('{"earlier": "result"}\n', encoding="utf-8")
+    try:
+        proc = run_bertkit(
+            args[0],
+            "--config",
+            str(RECIPE),
+            *args[1:],
+            "--trainer.enable_progress_bar=false",
+            cwd=sample_run,
+            check=False,
+        )
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert said in proc.stderr
+        assert earlier.read_text(encoding="utf-8") == '{"earlier": "result"}\n'
+    finally:
+        earlier.unlink()
+        if before is not None:
+            earlier.write_bytes(before)
+
+
+@pytest.mark.parametrize("setting", ["--trainer.max_steps=0", "--trainer.limit_train_batches=0"])
+def test_a_fit_that_takes_no_step_exits_non_zero_and_suggests_nothing(tmp_path, setting):
+    proc = run_bertkit("fit", "--config", str(RECIPE), *FAST, setting, cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no training step ran" in proc.stderr and setting.removeprefix("--").split("=")[0] in proc.stderr
+    assert "--ckpt_path last" not in proc.stdout
+    assert not list(tmp_path.glob("runs/ner/checkpoints/*.ckpt"))
+
+
+def test_the_summary_says_one_thing_per_fact_and_why_no_validation_ran(tmp_path):
+    from types import SimpleNamespace
+
+    from bertkit.training.summary import fit_summary
+
+    def trainer(best: str, seen: float | None, **budget):
+        checkpoint = SimpleNamespace(
+            monitor="val/f1",
+            best_model_path=best,
+            best_model_score=0.9 if best else None,
+            last_model_path="",
+            last_step=-1,
+        )
+        settings = {"limit_val_batches": 1.0, "num_training_batches": 31, "max_steps": -1, "global_step": 30, **budget}
+        return SimpleNamespace(
+            current_epoch=1, checkpoint_callback=checkpoint, lightning_module=SimpleNamespace(hparams={}),
+            datamodule=SimpleNamespace(on_sample=False), callback_metrics={} if seen is None else {"val/f1": seen},
+            logger=None, loggers=[None], **settings,
+        )  # fmt: skip
+
+    kept = fit_summary(trainer(str(tmp_path / "best.ckpt"), 0.9), [])
+    assert kept.count("best val/f1") == 1 and "none kept" not in kept
+    inside = fit_summary(trainer("", None, max_steps=30), [])
+    assert "trainer.max_steps 30 stopped training inside the first epoch (31 batches)" in inside
+    assert "--trainer.val_check_interval 30" in inside
+    assert "limit_val_batches is 0" in fit_summary(trainer("", None, limit_val_batches=0), [])
+    assert "never an improvement" in fit_summary(trainer("", 0.5), [])

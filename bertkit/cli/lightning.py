@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from pytorch_lightning import Trainer
+from pytorch_lightning import Callback, LightningModule, Trainer
+from pytorch_lightning.callbacks import BasePredictionWriter
 from pytorch_lightning.cli import LightningCLI
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 from typing_extensions import override
@@ -27,7 +28,7 @@ from bertkit.training.checkpoints import (
 )
 from bertkit.training.module import BertModule
 from bertkit.training.progress import console_callbacks
-from bertkit.training.run_folder import claim, place_outputs, release_all, write_scores
+from bertkit.training.run_folder import NothingDone, claim, place_outputs, release_all, write_scores
 from bertkit.training.summary import fit_summary, options
 
 
@@ -60,7 +61,8 @@ class BertkitCLI(LightningCLI):
         extra = console_callbacks(
             [*given, *callbacks], config.get("enable_progress_bar"), config.get("enable_model_summary")
         )
-        return super()._instantiate_trainer(config, [*callbacks, *extra])
+        self.work = WorkDone()
+        return super()._instantiate_trainer(config, [*callbacks, *extra, self.work])
 
     @override
     def before_instantiate_classes(self) -> None:
@@ -156,6 +158,11 @@ class BertkitCLI(LightningCLI):
         self._resolve_ckpt_path()
 
     def before_predict(self) -> None:
+        if not any(isinstance(c, BasePredictionWriter) for c in self.trainer.callbacks):
+            raise NothingDone(
+                "bertkit predict: the recipe's trainer.callbacks have no prediction writer, so nothing would be "
+                "written; add `- class_path: bertkit.PredictionWriter` to trainer.callbacks"
+            )
         self._resolve_ckpt_path()
 
     def predict(self, model: BertModule, datamodule: BertDataModule, ckpt_path: str | None = None, **_: Any) -> None:
@@ -165,6 +172,10 @@ class BertkitCLI(LightningCLI):
             self.trainer.predict(
                 model, datamodule=datamodule, ckpt_path=None if index else ckpt_path, return_predictions=False
             )
+        if not self.work.batches["predict"]:
+            limit = self.trainer.limit_predict_batches
+            why = f"trainer.limit_predict_batches is {limit}" if not limit else "the predict file holds no example"
+            raise NothingDone(f"bertkit predict: no batch was predicted ({why}); nothing was written")
 
     @override
     def _run_subcommand(self, subcommand: str) -> None:
@@ -192,9 +203,55 @@ class BertkitCLI(LightningCLI):
             print(f"scores written to {path}", flush=True)
 
     def after_fit(self) -> None:
+        if self.work.steps == 0 and not self.trainer.interrupted:
+            raise NothingDone(f"bertkit fit: no training step ran ({self._why_no_step()}); no checkpoint was written")
         if self.trainer.is_global_zero:
             seconds = time.monotonic() - self._fit_started
             print(fit_summary(self.trainer, self.recipe_args[1:], seconds), flush=True)
+
+    def _why_no_step(self) -> str:
+        trainer = self.trainer
+        if trainer.max_steps == 0:
+            return "trainer.max_steps is 0"
+        if not trainer.limit_train_batches:
+            return f"trainer.limit_train_batches is {trainer.limit_train_batches}"
+        if self.work.resumed_at:
+            return (
+                f"the run resumed at step {self.work.resumed_at}, epoch {trainer.current_epoch}, which already meets "
+                f"trainer.max_steps {trainer.max_steps} / max_epochs {trainer.max_epochs}: raise them to train on"
+            )
+        return "the training data gave no batch"
+
+
+class WorkDone(Callback):
+    """How much work a command did in this process: optimizer steps of ``fit`` (after any resume)
+    and batches per stage, so that a command whose work was empty says so (``NothingDone``)."""
+
+    def __init__(self) -> None:
+        self.batches = {"train": 0, "validate": 0, "test": 0, "predict": 0}
+        self.resumed_at: int | None = None
+        self.steps = 0
+
+    @override
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.resumed_at = trainer.global_step
+
+    @override
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.steps = trainer.global_step - (self.resumed_at or 0)
+
+    @override
+    def on_test_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        self.batches["test"] += 1
+
+    @override
+    def on_validation_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
+        if not trainer.sanity_checking:
+            self.batches["validate"] += 1
+
+    @override
+    def on_predict_batch_end(self, *args: Any, **kwargs: Any) -> None:
+        self.batches["predict"] += 1
 
 
 class Interrupted(Exception):

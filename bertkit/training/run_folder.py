@@ -77,12 +77,19 @@ def _is_csv(class_path: str) -> bool:
 def write_scores(trainer: Trainer, command: str, checkpoint: str | None, recipes: list[str]) -> Path | None:
     """Write the scores of ``validate``/``test`` (``trainer.callback_metrics``) with the checkpoint
     and recipes they came from to ``<default_root_dir>/<command>_scores.json`` (atomically);
-    return the file (None on other ranks than 0)."""
+    return the file (None on other ranks than 0).
+
+    Raises:
+        NothingDone: no score was computed (no batch ran); an earlier file is left as it was.
+    """
     if not trainer.is_global_zero:
         return None
     scores = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(("val/", "test/"))}
-    record = {"command": command, "checkpoint": checkpoint, "recipes": recipes, "scores": scores}
     path = Path(trainer.default_root_dir) / f"{command}_scores.json"
+    if not scores:
+        kept = f"; {path} was left as it was" if path.exists() else ""
+        raise NothingDone(f"bertkit {command}: no score was computed (no {command} batch ran){kept}")
+    record = {"command": command, "checkpoint": checkpoint, "recipes": recipes, "scores": scores}
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
@@ -92,6 +99,11 @@ def write_scores(trainer: Trainer, command: str, checkpoint: str | None, recipes
 def in_run_folder(default_root_dir: str | Path, path: str | None, name: str) -> str:
     """``path`` if given, else ``<default_root_dir>/<name>``."""
     return path if path is not None else str(Path(default_root_dir) / name)
+
+
+class NothingDone(ValueError):
+    """A command whose work was empty (no training step, no evaluated or predicted batch): it
+    exits non-zero and writes nothing in place of an earlier result."""
 
 
 class RunFolderBusy(ValueError):

@@ -49,6 +49,20 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s" if minutes else f"{secs} s"
 
 
+def no_validation(trainer: pl.Trainer) -> str:
+    """Why a fit logged no validation score, and what to pass for one."""
+    if not trainer.limit_val_batches:
+        return f"no validation ran: trainer.limit_val_batches is {trainer.limit_val_batches}"
+    batches = trainer.num_training_batches
+    if 0 <= trainer.max_steps == trainer.global_step and batches != float("inf") and trainer.max_steps < batches:
+        return (
+            f"no validation ran: trainer.max_steps {trainer.max_steps} stopped training inside the first epoch "
+            f"({batches} batches), before its validation; pass --trainer.val_check_interval {trainer.max_steps} "
+            "(in batches) or more steps"
+        )
+    return "no validation ran: no validation data, or the run stopped before its first validation"
+
+
 def fit_summary(trainer: pl.Trainer, args: list[str], seconds: float | None = None) -> str:
     """The end-of-fit summary (writes the plots it names; see ``bertkit.training.plots``);
     ``args`` are fit's options, repeated in the commands it suggests next; ``seconds`` the wall
@@ -65,9 +79,9 @@ def fit_summary(trainer: pl.Trainer, args: list[str], seconds: float | None = No
         )
     if getattr(trainer.datamodule, "on_sample", False):
         lines.append("  (on a sample, not the task's data: the scores show the loop runs, not how good the model is)")
-    elif checkpoint is not None and checkpoint.monitor:
+    elif checkpoint is not None and checkpoint.monitor and not checkpoint.best_model_path:
         seen = trainer.callback_metrics.get(checkpoint.monitor)
-        why = "no validation ran" if seen is None else f"its value was {float(seen)}, never an improvement"
+        why = no_validation(trainer) if seen is None else f"its value was {float(seen)}, never an improvement"
         lines.append(f"  best {checkpoint.monitor}: none kept ({why})")
     if checkpoint is not None and checkpoint.last_model_path:
         step = getattr(checkpoint, "last_step", -1)  # LastStateCheckpoint: the step last.ckpt holds
