@@ -92,7 +92,7 @@ def test_adapters_and_head_train_and_the_merged_export_reads_alike(family, head,
 
 
 def test_adapter_settings_are_checked():
-    with pytest.raises(ValueError, match=r"model.adapter: r=0"):
+    with pytest.raises(ValueError, match=r"model.adapter.r=0: expected an integer >= 1"):
         Adapter(r=0)
     from bertkit_plugins.token_tagging import TokenClassification
 

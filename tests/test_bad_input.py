@@ -108,7 +108,7 @@ CASES = [
     Case(
         "task-temperature",
         ["fit", "--config", str(R / "multitask.yaml"), "--data.task_temperature=0.5"],
-        ["data.task_temperature=0.5: expected T >= 1"],
+        ["data.task_temperature=0.5: expected a number >= 1"],
     ),
     Case("head-not-importable", ["fit", "--config", NER, "--model.task", "nowhere.Head"], ["'nowhere.Head'"]),
     Case("head-not-a-head", ["fit", "--config", NER, "--model.task", "collections.OrderedDict"], ["is not a"]),

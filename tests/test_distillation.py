@@ -155,9 +155,9 @@ def test_a_teacher_of_another_vocabulary_task_or_without_targets_is_refused(tmp_
     inputs["labels"] = torch.tensor([0.5, 1.0, 0.0, 2.0])
     with pytest.raises(ValueError, match="PooledClassificationHead names no distillation_targets"):
         distiller.combine(regression(inputs), inputs, regression)
-    with pytest.raises(ValueError, match=r"model.teacher: temperature=0"):
+    with pytest.raises(ValueError, match=r"model.teacher.temperature=0: expected a number > 0"):
         Teacher(path="x", temperature=0)
-    with pytest.raises(ValueError, match=r"hidden_weight=-1.0; expected .* hidden_weight >= 0"):
+    with pytest.raises(ValueError, match=r"model.teacher.hidden_weight=-1.0: expected a number >= 0"):
         Teacher(path="x", hidden_weight=-1.0)
     with pytest.raises(ValueError, match=r"cache with hidden_weight > 0: the hidden states are not cached"):
         Teacher(path="x", cache=True, hidden_weight=1.0)

@@ -42,12 +42,16 @@ from bertkit.data.streaming import (
 )
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample, renamed_source
-from bertkit.utils.choices import check_choice
+from bertkit.utils.choices import check_choice, check_int
 from bertkit.utils.io import text_lines
+from bertkit.utils.precision import check_float32
 
 log = logging.getLogger(__name__)
 
 DATA_ENV = "BERTKIT_DATA_DIR"
+MAX_TOKENS = 1 << 20
+"""The most tokens a sequence setting may ask for (a bound checked before anything is allocated;
+the model's ``max_position_embeddings`` bounds it further)."""
 PredictFormat = Literal["auto", "text", "native"]
 
 
@@ -168,16 +172,17 @@ class BertDataModule(pl.LightningDataModule):
     ) -> None:
         super().__init__()
         check_choice("data.predict_format", predict_format, PredictFormat)
-        if not 0.0 <= validation_split < 1.0:
-            raise ValueError(f"data.validation_split={validation_split}: expected 0 <= validation_split < 1")
-        if max_length < 8:
-            raise ValueError(f"data.max_length={max_length}: expected at least 8")
-        if predict_chunk_size < 0:
-            raise ValueError(f"data.predict_chunk_size={predict_chunk_size}: expected >= 0 (0 = all at once)")
-        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
-            raise ValueError(f"data.pad_to_multiple_of={pad_to_multiple_of}: expected a positive number of tokens")
-        if max_tokens is not None and max_tokens < 1:
-            raise ValueError(f"data.max_tokens={max_tokens}: expected a positive number of tokens")
+        check_float32(validation_split, "data.validation_split", low=0.0, high=1.0, high_open=True)
+        check_int(max_length, "data.max_length", 8, MAX_TOKENS)
+        check_int(batch_size, "data.batch_size", 1)
+        if eval_batch_size is not None:
+            check_int(eval_batch_size, "data.eval_batch_size", 1)
+        check_int(num_workers, "data.num_workers", 0)
+        check_int(predict_chunk_size, "data.predict_chunk_size", 0)  # 0: all at once
+        if pad_to_multiple_of is not None:
+            check_int(pad_to_multiple_of, "data.pad_to_multiple_of", 1, MAX_TOKENS)
+        if max_tokens is not None:
+            check_int(max_tokens, "data.max_tokens", 1)
         if tasks:
             settings = {
                 "train_file": train_file,
@@ -190,8 +195,7 @@ class BertDataModule(pl.LightningDataModule):
             given = [f"data.{k}" for k, v in settings.items() if v]
             if given:
                 raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
-            if not task_temperature >= 1.0:
-                raise ValueError(f"data.task_temperature={task_temperature}: expected T >= 1 (1 = proportional)")
+            check_float32(task_temperature, "data.task_temperature", low=1.0)  # 1 = proportional
         self.save_hyperparameters(ignore=["task", "tokenizer", "unpadded"])
         self.task, self.tokenizer, self.unpadded = task, tokenizer, unpadded
         # Plain values only in hyper-parameters (checkpoints load with weights_only=True).

@@ -7,13 +7,15 @@ google-research/bert README) for tiny/mini/small/medium and Devlin et al. 2019 ย
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from bertkit.utils.choices import check_choice
+from bertkit.utils.choices import check_choice, check_int
 from bertkit.utils.io import read_json
+from bertkit.utils.precision import check_float32
 from bertkit.utils.schema import parse
 
 # name -> (num_hidden_layers, hidden_size); heads = hidden/64, intermediate = 4 * hidden.
@@ -38,6 +40,38 @@ def typed_fields(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: parse(hints[k], v, f"{where}: {k}") for k, v in raw.items() if k in names}
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable`` of ``/proc/meminfo``, else
+    the physical memory by ``os.sysconf``); None where neither can be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_memory(config: BertConfig) -> None:
+    """Refuse a config whose float32 weights alone (``parameter_count`` x 4 bytes) exceed the
+    memory available now, before anything is allocated.
+
+    Raises:
+        ValueError: names the sizes and both amounts.
+    """
+    needed, available = 4 * config.parameter_count(), available_memory()
+    if available is not None and needed > available:
+        raise ValueError(
+            f"vocab_size {config.vocab_size}, hidden_size {config.hidden_size}, num_hidden_layers "
+            f"{config.num_hidden_layers}, intermediate_size {config.intermediate_size}: the weights alone take "
+            f"{needed / 1e9:.1f} GB in float32, more than the {available / 1e9:.1f} GB of memory available"
+        )
 
 
 @dataclass
@@ -80,9 +114,14 @@ class BertConfig:
 
     def __post_init__(self) -> None:
         sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
-        small = next((n for n in (*sizes, "max_position_embeddings", "type_vocab_size") if getattr(self, n) < 1), None)
-        if small:
-            raise ValueError(f"{small} {getattr(self, small)}: must be at least 1")
+        for name in (*sizes, "max_position_embeddings", "type_vocab_size"):
+            check_int(getattr(self, name), name, 1)
+        check_int(self.pad_token_id, "pad_token_id", 0, self.vocab_size - 1)  # an embedding row
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            check_float32(getattr(self, name), name, low=0.0, high=1.0, high_open=True)
+        check_float32(self.layer_norm_eps, "layer_norm_eps", low=0.0, low_open=True)
+        check_float32(self.initializer_range, "initializer_range", low=0.0)
+        check_memory(self)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be a multiple of "
@@ -90,6 +129,17 @@ class BertConfig:
             )
         if self.hidden_act not in ("gelu", "gelu_new", "relu"):
             raise ValueError(f"hidden_act {self.hidden_act!r}: expected gelu, gelu_new or relu")
+
+    def parameter_count(self) -> int:
+        """The encoder's parameters as this config sizes them: embeddings (word, position,
+        segment, LayerNorm), per block the attention's four H x H products, the feed-forward's
+        two H x I products and two LayerNorms, and the pooler (Devlin et al. 2019 ยง3; 109.5 M
+        for BERT-base). A family with other blocks differs by a few per cent; the figure is for
+        refusing sizes that cannot fit (``check_memory``), not for reporting."""
+        h, i = self.hidden_size, self.intermediate_size
+        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size + 2) * h
+        block = 4 * (h * h + h) + 2 * h * i + i + h + 4 * h
+        return embeddings + self.num_hidden_layers * block + h * h + h
 
     @classmethod
     def preset(cls, name: Preset, **overrides: Any) -> BertConfig:
@@ -125,7 +175,10 @@ class BertConfig:
         kind = raw.get("position_embedding_type", "absolute")
         if kind != "absolute":
             raise ValueError(f"{path}: position_embedding_type {kind!r} is not supported (absolute only)")
-        return cls(**typed_fields(cls, raw, str(path)))
+        try:
+            return cls(**typed_fields(cls, raw, str(path)))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
 
     @property
     def max_length(self) -> int:

@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from bertkit.utils.io import atomic_path
+from bertkit.utils.precision import check_finite_tensors
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,8 @@ def load_encoder_weights(
     Raises:
         FileNotFoundError: no weight file.
         ValueError: the file cannot be read; a tensor's shape disagrees with ``config.json`` or
-            its dtype is not floating-point where the encoder's is, an encoder tensor is
+            its dtype is not floating-point where the encoder's is, a tensor is not finite once cast
+            to the encoder's dtype (``check_finite_tensors``), an encoder tensor is
             missing, or the file has keys that belong to no BERT module; the message names them.
     """
     raw, path = read_state_dict(directory)
@@ -98,6 +100,7 @@ def load_encoder_weights(
     kinds = [f"{k} {v.dtype}" for k, v in state.items() if own[k].is_floating_point() and not v.is_floating_point()]
     if kinds:  # load_state_dict would cast them to float silently
         raise ValueError(f"{path}: weights that are not floating-point numbers: {_short(kinds, 4)}")
+    check_finite_tensors(state, next(iter(own.values())).dtype, str(path))
     missing = sorted(set(own) - set(state))
     optional = getattr(encoder, "optional_weights", ("pooler.",))
     if any(not k.startswith(optional) for k in missing):

@@ -31,6 +31,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from bertkit.tasks.loss import mean_over_processes
 from bertkit.tasks.task import Batch
 from bertkit.training.teacher_cache import TeacherTargets, cached_targets
+from bertkit.utils.precision import check_float32
 
 if TYPE_CHECKING:
     from bertkit.training.module import BertModule
@@ -68,11 +69,9 @@ class Teacher:
     hidden_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.temperature > 0 or not 0.0 <= self.alpha <= 1.0 or not self.hidden_weight >= 0:
-            raise ValueError(
-                f"model.teacher: temperature={self.temperature}, alpha={self.alpha}, hidden_weight={self.hidden_weight}; "
-                "expected temperature > 0, 0 <= alpha <= 1 and hidden_weight >= 0"
-            )
+        check_float32(self.temperature, "model.teacher.temperature", low=0.0, low_open=True)
+        check_float32(self.alpha, "model.teacher.alpha", low=0.0, high=1.0)
+        check_float32(self.hidden_weight, "model.teacher.hidden_weight", low=0.0)
         if self.cache and self.hidden_weight > 0:
             raise ValueError(
                 "model.teacher: cache with hidden_weight > 0: the hidden states are not cached, so the teacher runs on "

@@ -38,7 +38,7 @@ from bertkit.training.distillation import Distiller, Teacher
 from bertkit.training.nonfinite import NonFiniteLoss
 from bertkit.training.rng import rng_states, set_rng_states
 from bertkit.utils.io import atomic_path
-from bertkit.utils.precision import native_bf16
+from bertkit.utils.precision import check_float32, native_bf16
 
 ENCODER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -157,10 +157,12 @@ class BertModule(pl.LightningModule):
         self._step_losses: dict[str, torch.Tensor] = {}  # this step's, read for progress_metrics
         self._progress: dict[str, float] = {}
         self.hparams["task"] = task.spec()  # plain values only: checkpoints load with weights_only=True
-        if not 0.0 <= warmup_ratio < 1.0:
-            raise ValueError(f"model.warmup_ratio={warmup_ratio}: expected 0 <= warmup_ratio < 1")
-        if attention_dropout is not None and not 0.0 <= attention_dropout < 1.0:
-            raise ValueError(f"model.attention_dropout={attention_dropout}: expected 0 <= attention_dropout < 1")
+        check_float32(learning_rate, "model.learning_rate", low=0.0, low_open=True)
+        check_float32(weight_decay, "model.weight_decay", low=0.0)
+        check_float32(adam_epsilon, "model.adam_epsilon", low=0.0, low_open=True)
+        check_float32(warmup_ratio, "model.warmup_ratio", low=0.0, high=1.0, high_open=True)
+        if attention_dropout is not None:
+            check_float32(attention_dropout, "model.attention_dropout", low=0.0, high=1.0, high_open=True)
         if int8 and compile:
             raise ValueError("model.int8 and model.compile: choose one (int8 replaces the layers compile would fuse)")
         if compile == "reduce-overhead" and unpad:

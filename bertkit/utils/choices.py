@@ -1,6 +1,7 @@
 """Settings with a fixed set of values are ``Literal`` types: LightningCLI (jsonargparse) checks
-them when a recipe is read and ``--help`` lists them; ``check`` gives Python callers (notebooks,
-which no parser checks) the same one-line error."""
+them when a recipe is read and ``--help`` lists them; ``check_choice`` gives Python callers
+(notebooks, which no parser checks) the same one-line error, and ``check_int`` the bounds of a
+size or index."""
 
 from __future__ import annotations
 
@@ -34,3 +35,19 @@ def check_choice(field: str, value: Any, kind: Any) -> None:
     allowed = get_args(kind)
     if value not in allowed:
         raise ValueError(f"{field}={value!r}: expected one of {', '.join(map(str, allowed))}")
+
+
+def check_int(value: Any, where: str, low: int, high: int | None = None) -> int:
+    """Check that a size or index setting is an integer in ``[low, high]`` (``high`` None: no
+    upper bound), before anything is allocated or divided by it.
+
+    Raises:
+        ValueError: it is not an integer (a bool is not one) or lies outside the range; the
+            message names ``where``, the value and the range.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}={value!r}: expected an integer")
+    if value < low or (high is not None and value > high):
+        expected = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{where}={value}: expected an integer {expected}")
+    return value

@@ -28,7 +28,7 @@ from bertkit_plugins.pretraining import (
     nest_preparation,
 )
 
-from bertkit.api import Batch, BertConfig, BertTokenizer, Head, by_example, deprecated_alias
+from bertkit.api import Batch, BertConfig, BertTokenizer, Head, by_example, check_float32, deprecated_alias
 
 
 class ReplacedTokenDetection(CorpusTask):
@@ -57,13 +57,9 @@ class ReplacedTokenDetection(CorpusTask):
         preparation: CorpusPreparation | None = None,
     ) -> None:
         super().__init__()
-        if not 0 < generator_size <= 1:
-            raise ValueError(f"model.task.generator_size={generator_size}: expected 0 < generator_size <= 1")
-        if discriminator_weight < 0 or temperature <= 0:
-            raise ValueError(
-                f"model.task: discriminator_weight={discriminator_weight} must be >= 0 and "
-                f"temperature={temperature} > 0"
-            )
+        check_float32(generator_size, "model.task.generator_size", low=0.0, high=1.0, low_open=True)
+        check_float32(discriminator_weight, "model.task.discriminator_weight", low=0.0)
+        check_float32(temperature, "model.task.temperature", low=0.0, low_open=True)
         self.save_hyperparameters(ignore=["masking", "preparation"])
         self.use_corpus(masking, preparation)
 

@@ -38,6 +38,7 @@ from bertkit.api import (
     Task,
     Text,
     check_choice,
+    check_float32,
     deprecated_alias,
     parse,
     sample_files,
@@ -151,11 +152,14 @@ class SequenceClassification(Task):
         ):
             check_choice(f"model.task.{name}", value, kind)
         parse(CLASS_WEIGHTS, class_weights, "model.task.class_weights")
+        for i, weight in enumerate(class_weights if isinstance(class_weights, list) else []):
+            check_float32(weight, f"model.task.class_weights[{i}]", low=0.0)  # the loss weighs in float32
         if isinstance(class_weights, list) and not any(class_weights):
             raise ValueError(
                 f"model.task.class_weights={class_weights!r}: every weight is 0 (nothing would be learned)"
             )
         parse(UNIT, threshold, "model.task.threshold")
+        check_float32(threshold, "model.task.threshold", low=0.0, high=1.0, low_open=True, high_open=True)
         if problem_type == "regression" and class_weights is not None:
             raise ValueError("model.task.class_weights: not used by regression; remove it")
         if labels is not None and len(set(labels)) != len(labels):

@@ -25,6 +25,7 @@ from bertkit.api import (
     Task,
     by_example,
     check_choice,
+    check_float32,
     deprecated_alias,
     split_words,
 )
@@ -85,8 +86,9 @@ class TokenClassification(Task):
         check_choice("model.task.tag_scheme", tag_scheme, TagScheme)
         if context < 0:
             raise ValueError(f"model.task.context={context}: expected a number of tokens >= 0")
-        if not 0.0 <= emission_loss_weight < float("inf"):
-            raise ValueError(f"model.task.emission_loss_weight={emission_loss_weight}: expected a finite weight >= 0")
+        check_float32(emission_loss_weight, "model.task.emission_loss_weight", low=0.0)
+        check_float32(crf_learning_rate, "model.task.crf_learning_rate", low=0.0, low_open=True)
+        check_float32(classifier_dropout, "model.task.classifier_dropout", low=0.0, high=1.0, high_open=True)
         if emission_loss_weight and not crf:
             raise ValueError("model.task.emission_loss_weight: weighs a loss beside the CRF's; set crf: true")
         if crf and label_all_subwords:
