@@ -21,6 +21,7 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 if TYPE_CHECKING:
     from bertkit.cli.recipe import Composed, compose
     from bertkit.data.datamodule import BertDataModule, TaskData
+    from bertkit.inference.predictor import Predictor
     from bertkit.model.bert import BertModel, EncoderOutput, token_features
     from bertkit.model.config import BertConfig
     from bertkit.model.tokenizer import BertTokenizer
@@ -45,6 +46,7 @@ _HOME = {
     "Feature": "tasks.task",
     "Head": "tasks.legacy",
     "PredictionWriter": "training.callbacks",
+    "Predictor": "inference.predictor",
     "Task": "tasks.task",
     "TaskData": "data.datamodule",
     "by_example": "tasks.task",
@@ -64,6 +66,7 @@ __all__ = [
     "Feature",
     "Head",
     "PredictionWriter",
+    "Predictor",
     "Task",
     "TaskData",
     "by_example",

@@ -42,7 +42,9 @@ def register_pretrained(register: Callable[[str, Callable[[], str]], None]) -> N
     """Register named pretrained checkpoints: ``register(name, locate)``.
 
     ``locate()`` returns the path of a Hugging Face format directory or raises
-    ``FileNotFoundError`` saying how to install it. Every implementation is called.
+    ``FileNotFoundError`` saying how to install it; a ``hub_id`` attribute on it (``org/name``)
+    names the Hub repository its files are a copy of, which model cards and PEFT adapter
+    configs name as the base model. Every implementation is called.
     """
 
 

@@ -81,6 +81,9 @@ def locate_minilm() -> str:
     raise FileNotFoundError(f"all-MiniLM-L6-v2 weights are not installed; run: {MINILM_INSTALL}")
 
 
+locate_minilm.hub_id = "sentence-transformers/all-MiniLM-L6-v2"  # type: ignore[attr-defined] # the release it copies
+
+
 @hookimpl
 def register_pretrained(register: Callable) -> None:
     register("all-MiniLM-L6-v2", locate_minilm)

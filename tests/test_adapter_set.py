@@ -47,7 +47,7 @@ def _checkpoint(path: Path, model: BertModule, seed: int) -> Path:
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Path) -> dict[str, Path]:
-    """Three adapter checkpoints over MiniLM: NER (query, value; r 8), SST-2-like classification
+    """Three adapter checkpoints over MiniLM: NER (every linear layer; r 8), SST-2-like classification
     (query, key, value, dense; r 4) and a second NER adapter (r 2), and a whole model."""
     root = tmp_path_factory.mktemp("adapters")
     ner, sentiment = TokenClassification(["PER", "LOC", "ORG", "MISC"]), SequenceClassification(labels=["neg", "pos"])

@@ -7,6 +7,7 @@ and in bf16 (DDP: ``tests/test_ddp_equality.py``)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -151,7 +152,7 @@ def test_passes_that_replace_linear_layers_leave_the_adapters_layers_alone(targe
 def test_a_lora_run_keeps_adapters_and_head_and_exports_both_forms(tmp_path, minilm_dir):
     proc = run_bertkit("fit", "--config", str(RECIPE), "--config", str(LORA), *FAST, cwd=tmp_path)
     out = proc.stdout + proc.stderr
-    assert re.search(r"trainable \(0\.\d\d %: LoRA r=8 on query, value, and the head\)", out), out[-2000:]
+    assert re.search(r"trainable \(1\.\d\d %: LoRA r=8 on query, key, value, dense, and the head\)", out), out[-2000:]
     assert re.search(r"last checkpoint at step 6: \S+last\.ckpt, \d\.\d MB \(adapters and head\)", out), out[-2000:]
     last = tmp_path / "runs/ner/checkpoints/last.ckpt"
     stored = torch.load(last, weights_only=True)
@@ -169,6 +170,11 @@ def test_a_lora_run_keeps_adapters_and_head_and_exports_both_forms(tmp_path, min
     served = Predictor.load(last).predict(texts)  # what bertkit serve runs: its layers packed, the adapters' not
     assert served == Predictor.from_model(BertModule.load_from_checkpoint(last)).predict(texts)
     run_bertkit("export", str(last), str(tmp_path / "export"), "--adapter", "true", "--onnx", "false", cwd=tmp_path)
+    card = (tmp_path / "export" / "README.md").read_text(encoding="utf-8")
+    assert "# TokenClassification (LoRA) from all-MiniLM-L6-v2" in card and "## LoRA" in card
+    assert f"`{tmp_path / 'export'}/adapter` holds the adapters alone as a PEFT folder" in card
+    config = json.loads((tmp_path / "export" / "adapter" / "adapter_config.json").read_text(encoding="utf-8"))
+    assert config["base_model_name_or_path"] == "sentence-transformers/all-MiniLM-L6-v2"  # not the registered name
     check = batch(model.tokenizer, pairs=False)
     real = check["attention_mask"].bool()
     with torch.no_grad():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 from collections import Counter
 
@@ -182,15 +183,27 @@ def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path, caplog):
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     shutil.copy(sample_run / "runs/ner/checkpoints/last.ckpt", run / "checkpoints/last.ckpt")
-    scores = {"test/f1": 0.5, "test/loss": 1.25, "test/f1_PER": 0.25, "test/precision": 0.75}
+    scores = {"test/f1": 0.5, "test/loss": 1.25, "test/crf_loss": 1.0, "test/f1_PER": 0.25, "test/precision": 0.75}
     record = {"command": "test", "checkpoint": str(run / "checkpoints/best.ckpt"), "recipes": [], "scores": scores}
+    record["data_sources"] = {"": "sample"}
     (run / "test_scores.json").write_text(json.dumps(record))
     assert main(["export", str(run / "checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"]) == 0
     card = ModelCard.load(tmp_path / "out/README.md")
     assert card.data.library_name == "transformers" and card.data.pipeline_tag == "token-classification"
-    assert card.data.metrics == ["f1", "precision"] and card.data.base_model is None  # a registered name
+    assert card.data.metrics == ["f1", "precision"]  # no loss names
+    assert card.data.base_model == "sentence-transformers/all-MiniLM-L6-v2"  # the registered name's release
+    assert card.data.license == "apache-2.0"  # the base model's own card
     assert "| test/f1_PER | 0.2500 |" in card.text and "(this export is `last.ckpt`)" in card.text
     assert "| 1 | B-PER |" in card.text and "CRF.from_export" in card.text
+    assert "**A small sample**" in card.text and "on a **sample**, not the task's test set" in card.text
+    assert "Intended use: None: trained on a sample" in card.text
+    snippets = re.findall(r"```python\n(.*?)```", card.text, flags=re.S)
+    assert len(snippets) == 3 and "trust_remote_code=True" in snippets[1]  # bertkit, its CRF pipeline, the plain one
+    for snippet in snippets:  # each as a user would paste it
+        namespace: dict = {}
+        exec(compile(snippet, "README.md", "exec"), namespace)
+        found = namespace.get("records") or namespace.get("tagger") or namespace.get("model")
+        assert found is not None and (callable(found) or found[0]["entities"] is not None)
     (run / "test_scores.json").unlink()
     assert main(["export", str(run / "checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"]) == 0
     card = ModelCard.load(tmp_path / "out/README.md")

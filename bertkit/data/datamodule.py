@@ -648,12 +648,30 @@ class BertDataModule(pl.LightningDataModule):
         return loader
 
     def state_dict(self) -> dict[str, Any]:
-        """The training loader's place in its epoch (``TrainingLoader.state_dict``), saved in
+        """The training loader's place in its epoch (``TrainingLoader.state_dict``), and where the
+        data came from (``data_sources``: what a model card says it was trained on), saved in
         checkpoints. Lightning also saves and restores a stateful training loader itself, but only
         when the loader is built after the checkpoint is restored; ``BertModule`` builds it earlier,
         to size its learning-rate schedule (``trainer.estimated_stepping_batches``), while the data
         module is restored first."""
-        return {"train_loader": self._train_loader.state_dict()} if self._train_loader is not None else {}
+        state: dict[str, Any] = {"data_sources": self.data_sources()}
+        if self._train_loader is not None:
+            state["train_loader"] = self._train_loader.state_dict()
+        return state
+
+    def data_sources(self) -> dict[str, str]:
+        """Where each task's data was read from, by task name (``""``: the single task): a
+        folder, ``hf:<data set>``, or ``sample`` where the plugin's bundled or generated sample
+        stood in for the data."""
+        described = {}
+        for task, source in self._sources.items():
+            if isinstance(source, dict):
+                described[task or ""] = "sample"
+            elif isinstance(source, HFSplits):
+                described[task or ""] = f"hf:{source.spec}"
+            else:
+                described[task or ""] = str(source)
+        return described
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Keep the checkpoint's place for the next training loader."""

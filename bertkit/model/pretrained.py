@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bertkit.model.hub import hub_id, hub_snapshot
+from bertkit.model.hub import COMMIT, hub_id, hub_snapshot
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.plugins import registered
 
@@ -57,3 +57,18 @@ def load_tokenizer(
     if path.suffix == ".txt":
         raise FileNotFoundError(f"model.vocab_file={str(vocab)!r}: vocabulary file not found")
     return cls.from_pretrained(resolve_pretrained(str(vocab), "model.vocab_file", weights=False))
+
+
+def base_model(pretrained: str) -> tuple[str, str | None] | None:
+    """The Hub repository a ``pretrained:`` value's weights come from, as a model card names its
+    base model: ``(repo_id, commit)`` for a Hub id resolved in training (``org/name@<commit>``,
+    ``bertkit.model.hub.pinned``), ``(repo_id, None)`` for a registered name whose ``locate``
+    declares the repository it is a copy of (``locate.hub_id``; its revision unknown), else None
+    (a local folder, an unpinned id)."""
+    repo = hub_id(pretrained)
+    if repo is not None and repo[1] and COMMIT.fullmatch(repo[1]):
+        return repo
+    if "/" in pretrained or Path(pretrained).expanduser().is_dir():
+        return None
+    copied = getattr(registered("register_pretrained").get(pretrained), "hub_id", None)
+    return (copied, None) if copied else None

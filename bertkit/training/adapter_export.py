@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from bertkit.model.adapters import is_adapter_key, require_peft
+from bertkit.model.pretrained import base_model
 from bertkit.training.module import BertModule
 
 
@@ -64,6 +65,9 @@ def save_peft_adapter(model: BertModule, directory: str | Path) -> list[str]:
     ).unexpected_keys
     if unexpected:
         raise ValueError(f"save_peft_adapter: keys {architecture} does not have: {unexpected[:5]}")
-    wrapped.peft_config["default"].base_model_name_or_path = model.hparams.pretrained
+    base = base_model(str(model.hparams.pretrained or ""))  # a registered name no Hub lookup resolves: its repo
+    wrapped.peft_config["default"].base_model_name_or_path = base[0] if base else model.hparams.pretrained
+    if base and base[1]:
+        wrapped.peft_config["default"].revision = base[1]
     wrapped.save_pretrained(str(directory), save_embedding_layers=False)  # the base's embeddings are unchanged
     return head

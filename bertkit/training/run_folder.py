@@ -90,6 +90,9 @@ def write_scores(trainer: Trainer, command: str, checkpoint: str | None, recipes
         kept = f"; {path} was left as it was" if path.exists() else ""
         raise NothingDone(f"bertkit {command}: no score was computed (no {command} batch ran){kept}")
     record = {"command": command, "checkpoint": checkpoint, "recipes": recipes, "scores": scores}
+    sources = getattr(trainer.datamodule, "data_sources", None)
+    if sources is not None:  # what was scored: a model card says whether it was a sample
+        record["data_sources"] = sources()
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -135,15 +135,11 @@ class TokenClassificationHead(Head):
             "This model was trained with a CRF over the words' first sub-words (Lample et al. 2016). "
             "`transformers` loads the emission layer (`classifier.*`) and ignores the CRF's scores (`crf.*` in "
             "`model.safetensors`): its `pipeline` tags each token by the argmax of its logits, which finds "
-            "fewer entities than the CRF's Viterbi decoding. For bertkit's decoding, read the logits at each "
-            "word's first sub-word and decode them with the CRF:\n\n"
-            "```python\nfrom bertkit_plugins.token_tagging.crf import CRF\n\n"
-            "tags = CRF.from_export(folder).decode(logits[:, first_subwords], mask)\n```\n\n"
-            "or use `bertkit predict` / `Predictor.from_export` (PyTorch or the ONNX graph), which do. "
-            "In transformers alone, the export's own pipeline (`crf_pipeline.py`, needing only torch, "
-            "transformers and safetensors) decodes with the CRF as bertkit does:\n\n"
-            "```python\nfrom transformers import pipeline\n\n"
-            "tagger = pipeline(model=folder, trust_remote_code=True)\n```"
+            "fewer entities than the CRF's Viterbi decoding. `bertkit predict`, `Predictor.from_export` "
+            "(PyTorch or the ONNX graph) and the export's own pipeline (`crf_pipeline.py`, needing only torch, "
+            "transformers and safetensors: `pipeline(model=folder, trust_remote_code=True)`) decode with the "
+            "CRF; so does `CRF.from_export(folder).decode(emissions, mask)` (`bertkit_plugins.token_tagging.crf`) "
+            "on the logits at each word's first sub-word."
         )
 
     def parameter_settings(self) -> list[tuple[list[nn.Parameter], dict[str, float]]]:
