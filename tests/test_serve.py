@@ -26,6 +26,8 @@ import torch
 from bertkit_plugins.question_answering import QuestionAnswering
 from bertkit_plugins.sequence_classification import SequenceClassification
 from bertkit_plugins.token_tagging import SpanClassification, TokenClassification
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bertkit import BertDataModule
 from bertkit.data.collate import pad_batch
@@ -605,3 +607,67 @@ def test_int8_on_a_gpu_machine_serves_on_the_cpu_and_says_so(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert main(["serve", str(tmp_path / "missing.ckpt"), "--int8", "true"]) == 2  # stops at loading, after the check
     assert "--int8 true runs on the CPU: the GPU stays unused" in caplog.text
+
+
+SCRIPTS = st.sampled_from(
+    [
+        "Oslo",
+        "flew",
+        "東京",
+        "北京大学",
+        "タワーは",
+        "ภาษาไทย",
+        "한국어",
+        "Ωμέγα",
+        "😀",
+        ",",
+        "-",
+        "2024",
+        "https://a.b/c",
+    ]
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(words=st.lists(SCRIPTS, min_size=1, max_size=30), spaced=st.booleans())
+def test_a_request_is_counted_in_tokens_for_every_script_before_its_windows_are_made(words, spaced) -> None:
+    """The pre-check counts the texts' tokens (``count_tokens``), never more than the windows
+    featurizing makes, whatever the script: a text without spaces is no single word."""
+    from bertkit.commands.serving import Batching, PredictAPI
+
+    text = (" " if spaced else "").join(words)
+    predictor = _tiny_predictor()
+    counted = sum(predictor.tokenizer.count_tokens([text]))
+    assert 0 < counted <= predictor.featurize(predictor.examples([text])).tokens
+    api = PredictAPI("unused", "torch", Batching(max_request_tokens=max(counted - 1, 1)))
+    api.predictors = {"default": predictor}
+    calls = []
+    api_featurize, predictor.featurize = predictor.featurize, lambda *a: calls.append(a) or api_featurize(*a)
+    try:
+        refusal = api.decode_request({"inputs": text})
+        assert counted == 1 or (refusal.status == 413 and f"at least {counted:,} tokens" in refusal.detail)
+        assert counted == 1 or not calls  # refused before any window was made
+    finally:
+        predictor.featurize = api_featurize
+
+
+def test_a_long_text_without_spaces_is_refused_in_a_moment() -> None:
+    from bertkit.commands.serving import Batching, PredictAPI
+
+    api = PredictAPI("unused", "torch", Batching(max_request_tokens=16384))
+    api.predictors = {"default": _tiny_predictor()}
+    started = time.monotonic()
+    refusal = api.decode_request({"inputs": "東京タワー" * 50_000})  # 250,000 characters, no space
+    assert refusal.status == 413 and "at least 250,000 tokens" in refusal.detail and time.monotonic() - started < 10
+
+
+_PREDICTOR: list[Predictor] = []
+
+
+def _tiny_predictor() -> Predictor:
+    if not _PREDICTOR:
+        from bertkit import BertModule
+
+        model = BertModule(TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
+        _PREDICTOR.append(Predictor.from_model(model.eval()))
+    return _PREDICTOR[0]

@@ -174,7 +174,7 @@ class _ModelAPI(ls.LitAPI):
 
     def check_work(self, tokens: int, bound: str = "") -> None:
         """Raises HTTPException 413 when a request's inputs make more than ``max_request_tokens``
-        (``bound``: ``at least``, for a count of words, found before anything is tokenized)."""
+        (``bound``: ``at least``, for the texts' tokens counted before their windows are made)."""
         if tokens > self.max_request_tokens:
             raise HTTPException(
                 413,
@@ -227,9 +227,9 @@ class PredictAPI(_ModelAPI):
             raise ValueError(f"adapter: {body.adapter!r} is not served; expected one of {sorted(self.predictors)}")
         inputs = body.listed()
         texts = [x for i in inputs for x in ([i] if isinstance(i, str) else i.values()) if isinstance(x, str)]
-        self.check_work(
-            sum(len(text.split()) for text in texts), "at least"
-        )  # a word is a token or more: no featurizing
+        # the texts' own tokens, counted in Rust (every script: 250,000 ideographs are 250,000 tokens, one
+        # "word" by spaces): a lower bound of their windows' tokens, refused before any window is made
+        self.check_work(sum(predictor.tokenizer.count_tokens(texts)), "at least")
         featurized = predictor.featurize(predictor.examples(inputs))
         self.check_work(featurized.tokens)
         return body.adapter, featurized
@@ -254,8 +254,8 @@ class EmbedAPI(_ModelAPI):
     def read(self, request: Any) -> tuple[list[str], bool]:
         body = parse(EmbedRequest, request, "the request body")
         check_texts(body.listed())
-        limit = self.predictor.max_length  # embed truncates each text to it: words up to it, no tokenizing twice
-        self.check_work(sum(min(len(text.split()), limit) for text in body.listed()), "at least")
+        limit = self.predictor.max_length  # embed truncates each text to it
+        self.check_work(sum(min(n, limit) for n in self.predictor.tokenizer.count_tokens(body.listed())))
         return body.listed(), body.normalize
 
     def run(self, requests: list[tuple[list[str], bool]]) -> list[list[list[float]]]:
