@@ -422,6 +422,8 @@ def test_a_storage_password_never_shows(password) -> None:
     url = f"postgresql://user:{password}@db.example:5432/studies"
     assert password not in shown(url) and "***" in shown(url)
     assert password not in masked(ValueError(f"could not connect to {url} ({password})"), url)
+    words = f"Failed to import x{password}y from {url}"  # the letters inside a word stay: masking them shows them
+    assert masked(ValueError(words), url) == f"Failed to import x{password}y from {shown(url)}"
 
 
 @settings(deadline=None)

@@ -18,6 +18,7 @@ from bertkit.cli.extras import check_extras
 from bertkit.cli.guide import (
     LIGHTNING_COMMANDS,
     check_task,
+    check_task_flags,
     command_help,
     config_files,
     description,
@@ -158,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = [*entries("register_tasks"), *entries("register_heads")]
         old = deprecated_names("register_tasks") | deprecated_names("register_heads")
         check_task(args, [t for t in tasks if t not in old], entries("register_masking"), old)
+        check_task_flags(args)
         check_extras(args)
         return run_lightning(args)
     except _user_errors() as err:

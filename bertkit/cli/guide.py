@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from bertkit.plugins import Lazy
+from bertkit.utils.io import check_no_nul
 
 LIGHTNING_COMMANDS = {
     "fit": "train a recipe (and validate each epoch)",
@@ -150,6 +151,8 @@ def load_yaml(path: Path) -> Any:
         raise ValueError(
             f"{path}: not UTF-8 text{encoding} (byte 0x{err.object[err.start]:02x} at {err.start})"
         ) from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        check_no_nul(line, f"{path}:{number}")
     try:
         return yaml.load(text, Loader=RecipeLoader)
     except yaml.YAMLError as err:
@@ -223,6 +226,29 @@ def last_task_key(args: list[str]) -> str:
         elif arg.startswith(("--model.task", "--model.head")):
             last = "task" if arg.startswith("--model.task") else "head"
     return last
+
+
+def check_task_flags(args: list[str]) -> None:
+    """Refuse a command-line setting inside ``model.head`` where the recipes name their task
+    ``model.task`` (or the reverse): release 0.1's name and the new one are one setting, and
+    jsonargparse would otherwise fail with "bertkit.Task is abstract".
+
+    Raises:
+        ValueError: names the flag given and the one to pass.
+    """
+    key = None
+    for name in config_files(args):
+        model = read_recipe(name).get("model") or {}
+        key = next((k for k in reversed(TASK_KEYS) if model.get(k) is not None), key)
+    for arg in args:
+        flag = arg.partition("=")[0]
+        for given in TASK_KEYS:
+            if key is not None and given != key and flag.startswith(f"--model.{given}."):
+                new = f"--model.{key}.{flag.removeprefix(f'--model.{given}.')}"
+                raise ValueError(
+                    f"{flag}: the recipe names its task model.{key} (model.head is release 0.1's name of model.task); "
+                    f"pass {new}"
+                )
 
 
 def _task_names(args: list[str]) -> list[tuple[str, str]]:

@@ -31,6 +31,7 @@ import difflib
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import optuna
 import pytorch_lightning as pl
@@ -218,12 +220,22 @@ def shown(url: str) -> str:
 
 
 def masked(err: BaseException, url: str) -> str:
-    """``err``'s message with the URL's password, wherever it appears, replaced by ``***``."""
+    """``err``'s message with the URL's password replaced by ``***``: the password field wherever
+    the URL appears (as given, or as SQLAlchemy renders it), and the password standing alone (a
+    driver may echo it), never the same letters inside another word (a password ``p`` must not
+    turn "import" into "im***ort", which shows it)."""
     try:
-        password = make_url(url).password
+        parsed = make_url(url)
     except ArgumentError:
-        password = None
-    return str(err).replace(str(password), "***") if password else str(err)
+        return str(err)
+    if not parsed.password:
+        return str(err)
+    message = str(err)
+    for form in {url, parsed.render_as_string(hide_password=False)}:
+        message = message.replace(form, shown(url))
+    forms = {str(parsed.password), quote(str(parsed.password), safe="")}
+    alone = "|".join(re.escape(form) for form in sorted(forms, key=len, reverse=True))
+    return re.sub(rf"(?<!\w)(?:{alone})(?!\w)", "***", message)
 
 
 class ObjectiveNotLogged(ValueError):

@@ -123,15 +123,33 @@ def decode_line(raw: bytes, path: str | Path, number: int) -> str:
     """One line of ``path`` as text, with every byte-order mark (U+FEFF) removed.
 
     Raises:
-        ValueError: the bytes are not UTF-8; the message names file, line, column and byte.
+        ValueError: the bytes are not UTF-8, or hold a NUL (``check_no_nul``); the message
+            names file, line, column and byte.
     """
     try:
-        return raw.decode("utf-8").replace(BOM, "")
+        text = raw.decode("utf-8").replace(BOM, "")
     except UnicodeDecodeError as err:
         raise ValueError(
             f"{path}:{number}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
             "re-save the file as UTF-8"
         ) from None
+    check_no_nul(text, f"{path}:{number}")
+    return text
+
+
+def check_no_nul(text: str, where: str) -> None:
+    """Refuse text with a NUL character: valid UTF-8, but what a UTF-16 file without a byte-order
+    mark reads as (``a`` is ``61 00``), never part of a recipe or a data set's text.
+
+    Raises:
+        ValueError: names ``where``, the column and the likely encoding.
+    """
+    at = text.find("\x00")
+    if at >= 0:
+        raise ValueError(
+            f"{where}: a NUL character (byte 0x00) at column {at + 1}: the file looks like UTF-16 (or another "
+            "encoding with NUL bytes) without a byte-order mark, not UTF-8; re-save it as UTF-8"
+        )
 
 
 def text_lines(path: str | Path, keep_ends: bool = False) -> Iterator[tuple[int, str]]:
