@@ -18,7 +18,8 @@ module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
   ``token_features``, ``Dropout``/``dropout``, the unpadded layout (``Unpadded``) and its
   attention (``varlen_attention``, padded ``attend``, local ``band``), ``save_encoder``.
 - Tokenizers: ``BertTokenizer``, ``Encoded``, ``Inputs``, ``SPECIAL_TOKENS``, ``load_tokenizer``;
-  ``split_words`` (plain text's words by BERT's basic-tokenizer rules, with offsets).
+  ``split_words`` (plain text's words by BERT's basic-tokenizer rules, with offsets),
+  ``unspaced_script`` (a word in a script those rules leave whole: Thai, Japanese kana …).
 - Files: ``text_lines``, ``json_lines``, ``read_text``, ``read_json``, ``atomic_path``,
   ``replace_output`` (a finished file or folder onto its name, keeping its mode),
   ``sample_files``, ``cache_dir``; ``max_context_window`` (windows of long texts); streamed
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     from bertkit.model.encoder import Encoder
     from bertkit.model.families import EncoderFamily
     from bertkit.model.pretrained import load_tokenizer
-    from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words
+    from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words, unspaced_script
     from bertkit.model.unpadded import Unpadded, attend, band, varlen_attention
     from bertkit.model.weights import save_encoder
     from bertkit.plugins import registered, stored_class
@@ -101,6 +102,7 @@ _HOME = {
     "Encoded": "model.tokenizer",
     "Inputs": "model.tokenizer",
     "split_words": "model.tokenizer",
+    "unspaced_script": "model.tokenizer",
     "Unpadded": "model.unpadded",
     "attend": "model.unpadded",
     "band": "model.unpadded",
@@ -208,6 +210,7 @@ __all__ = [
     "text_lines",
     "token_features",
     "typed_fields",
+    "unspaced_script",
     "Unpadded",
     "varlen_attention",
     "write_chunks",

@@ -33,3 +33,29 @@ def test_an_old_task_flag_on_a_new_recipe_names_the_new_flag(setting, inside):
     with pytest.raises(ValueError, match=rf"{flag}: the recipe names its task model.task .* pass --model.task\."):
         check_task_flags(["fit", "--config", str(RECIPE), f"{flag}=1"])
     check_task_flags(["fit", "--config", str(RECIPE), flag.replace("head", "task") + "=1"])  # the new name passes
+
+
+RUNS = {"Thai": "ภาษาไทย", "Japanese kana": "タワーは", "Khmer": "ភាសាខ្មែរ", "Lao": "ພາສາລາວ"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    spaced=st.lists(st.sampled_from(["Oslo", "東京", "flew", ",", "2024", "한국어"]), max_size=6),
+    script=st.sampled_from(sorted(RUNS)) | st.none(),
+)
+def test_plain_text_in_a_script_without_spaces_warns_once_naming_it(spaced, script):
+    import warnings
+
+    from bertkit_plugins.token_tagging import TokenClassification, task
+
+    line = " ".join([*spaced, *([RUNS[script]] if script else [])]) or "Oslo"
+    task._warned_scripts.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reader = TokenClassification(["LOC"])
+        sentences = reader.read_text_lines("inputs", [(1, line), (2, line)])
+    said = [str(w.message) for w in caught if "written without spaces" in str(w.message)]
+    assert len(said) == (1 if script else 0)  # once, though both lines hold the run
+    if script:
+        assert said[0].startswith(f"inputs:1: {RUNS[script][:12]!r}…: {script} is written without spaces")
+        assert sentences[0].words[-1] == RUNS[script]  # read whole, as the warning says

@@ -65,6 +65,27 @@ def split_words(text: str) -> list[tuple[str, tuple[int, int]]]:
     return _WORDS.pre_tokenize_str(text)
 
 
+UNSPACED_SCRIPTS = {
+    "Thai": "\u0e00-\u0e7f",
+    "Lao": "\u0e80-\u0eff",
+    "Tibetan": "\u0f00-\u0fff",
+    "Myanmar": "\u1000-\u109f",
+    "Khmer": "\u1780-\u17ff",
+    "Japanese kana": "\u3040-\u30ff",
+}
+"""Scripts written without spaces between words that BERT's rules (``split_words``) do not
+split either (unlike CJK ideographs): a run of them is read as one word."""
+_UNSPACED = {name: re.compile(f"[{span}]") for name, span in UNSPACED_SCRIPTS.items()}
+
+
+def unspaced_script(word: str) -> str | None:
+    """The name of the first ``UNSPACED_SCRIPTS`` script a word of two or more characters is
+    written in (a run ``split_words`` left whole, which may be several words), else None."""
+    if len(word) < 2:
+        return None
+    return next((name for name, pattern in _UNSPACED.items() if pattern.search(word)), None)
+
+
 _WORDS = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(CJK), "isolated"), pre_tokenizers.BertPreTokenizer()])
 
 

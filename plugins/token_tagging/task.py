@@ -8,6 +8,7 @@ head (``TokenClassificationHead``) is a linear tagger on every token, optionally
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,28 @@ from bertkit.api import (
     check_float32,
     deprecated_alias,
     split_words,
+    unspaced_script,
 )
 
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_FILES = {split: SAMPLE_DIR / f"{split}.conll" for split in ("train", "validation", "test")}
+
+
+_warned_scripts: set[str] = set()
+
+
+def _warn_unspaced(pieces: list[tuple[str, tuple[int, int]]], source: str) -> None:
+    for word, _ in pieces:
+        script = unspaced_script(word)
+        if script is not None and script not in _warned_scripts:
+            _warned_scripts.add(script)
+            warnings.warn(
+                f"{source}: {word[:12]!r}…: {script} is written without spaces between words, and plain text is "
+                "split at spaces and punctuation (BERT's rules), so each run is read and tagged as one word; for a "
+                "tag per word, give the words pre-split (JSON Lines tokens)",
+                UserWarning,
+                stacklevel=2,
+            )
 
 
 class TokenClassification(Task):
@@ -132,11 +151,15 @@ class TokenClassification(Task):
     def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[Sentence]:
         """One sentence per non-blank line, its words by BERT's basic-tokenizer rules
         (``split_words``: white space, punctuation, each CJK ideograph); offsets into the line.
-        Blank lines separate documents (paragraphs)."""
+        Blank lines separate documents (paragraphs). A script written without spaces that these
+        rules do not split (Thai, Japanese kana …: ``UNSPACED_SCRIPTS``) gives one word per run,
+        tagged as one: a warning names the script once per process (send such text as
+        pre-split words, JSON Lines ``tokens``, for a tag per word)."""
         sentences: list[Sentence] = []
         document = 0
         for number, line in lines:
             pieces = split_words(line)
+            _warn_unspaced(pieces, f"{path}:{number}")
             if pieces:
                 words = [w for w, _ in pieces]
                 offsets = [o for _, o in pieces]
