@@ -59,3 +59,38 @@ def test_plain_text_in_a_script_without_spaces_warns_once_naming_it(spaced, scri
     if script:
         assert said[0].startswith(f"inputs:1: {RUNS[script][:12]!r}…: {script} is written without spaces")
         assert sentences[0].words[-1] == RUNS[script]  # read whole, as the warning says
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    failure=st.sampled_from(["missing-dependency", "runtime", "absent"]),
+    name=st.from_regex(r"bk_fake_[a-z]{3,8}", fullmatch=True),
+)
+def test_an_optional_import_names_the_module_that_really_failed(tmp_path_factory, failure, name):
+    import sys
+
+    from bertkit.utils.optional import require_module
+
+    folder = tmp_path_factory.mktemp("site")
+    body = {
+        "missing-dependency": f"import {name}_dependency\n",
+        "runtime": "raise RuntimeError('operator torchvision::nms does not exist')\n",
+        "absent": None,
+    }[failure]
+    if body is not None:
+        (folder / f"{name}.py").write_text(body, encoding="utf-8")
+    sys.path.insert(0, str(folder))
+    try:
+        with pytest.raises(ImportError) as err:
+            require_module(name, "streamed data", "pip install 'bertkit[stream]'")
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop(name, None)
+    said = str(err.value)
+    if failure == "absent":
+        assert said == f"streamed data needs {name}, which is not installed: pip install 'bertkit[stream]'"
+    elif failure == "missing-dependency":
+        assert f"{name}, which is installed, but the module '{name}_dependency' it imports is not" in said
+    else:
+        assert "installed but fails to import (RuntimeError: operator torchvision::nms" in said
+        assert "pip uninstall -y torchvision" in said

@@ -37,6 +37,7 @@ from bertkit.plugins import (
     owners,
     plugin_manager,
 )
+from bertkit.utils.optional import broken_torchvision_hint
 
 DEBUG_ENV = "BERTKIT_DEBUG"
 
@@ -199,7 +200,12 @@ def run_lightning(args: list[str]) -> int:
     """``bertkit fit|validate|test|predict``: LightningCLI (``BertkitCLI``); ``--help-all`` is
     its full ``--help``. Returns the exit code (128 + the signal's number for a stopped run)."""
     from bertkit.cli.console import quiet
-    from bertkit.cli.lightning import BertkitCLI, Interrupted, cli_kwargs
+
+    try:
+        from bertkit.cli.lightning import BertkitCLI, Interrupted, cli_kwargs
+    except RuntimeError as err:  # raised inside an installed package's import (a torchvision for another torch)
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise ImportError(f"Lightning cannot be imported ({first}){broken_torchvision_hint(err)}") from None
 
     import_classes()
     quiet()

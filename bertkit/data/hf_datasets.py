@@ -21,6 +21,7 @@ from typing import Any
 
 from bertkit.data.samples import cache_dir
 from bertkit.utils.io import atomic_path
+from bertkit.utils.optional import require_module
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +74,7 @@ def load_splits(spec: str, config: str | None = None) -> HFSplits:
         ImportError: ``datasets`` is not installed (names the extra).
         ValueError: ``datasets`` cannot load it (its message, with ``spec``).
     """
-    try:
-        import datasets
-    except ImportError:
-        raise ImportError("data.hf_dataset needs the datasets extra: pip install 'bertkit[datasets]'") from None
+    datasets = require_module("datasets", "data.hf_dataset", "pip install 'bertkit[datasets]'")
     loaded = _load(datasets, spec, config)
     if isinstance(loaded, datasets.Dataset):
         loaded = datasets.DatasetDict({"train": loaded})

@@ -33,6 +33,7 @@ import numpy as np
 
 from bertkit.data.samples import cache_dir
 from bertkit.utils.io import atomic_path
+from bertkit.utils.optional import require_module
 
 if TYPE_CHECKING:  # annotations only: the CLI checks its extras with this module before importing torch
     from bertkit.model.tokenizer import BertTokenizer
@@ -51,13 +52,7 @@ def require_litdata() -> ModuleType:
     Raises:
         ImportError: it is not installed; the message names the extra that adds it.
     """
-    try:
-        import litdata
-    except ImportError:
-        raise ImportError(
-            f"streamed data (litdata chunks) needs litdata, which is not installed: {STREAM_INSTALL}"
-        ) from None
-    return litdata
+    return require_module("litdata", "streamed data (litdata chunks)", STREAM_INSTALL)
 
 
 def is_remote(location: str | Path) -> bool:

@@ -18,6 +18,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from bertkit.utils.optional import require_module
 from bertkit.utils.precision import check_float32
 
 LORA_INSTALL = "pip install 'bertkit[lora]'"
@@ -69,11 +70,7 @@ def require_peft() -> ModuleType:
     Raises:
         ImportError: it is not installed; the message names the extra that adds it.
     """
-    try:
-        import peft
-    except ImportError:
-        raise ImportError(f"model.adapter (LoRA) needs peft, which is not installed: {LORA_INSTALL}") from None
-    return peft
+    return require_module("peft", "model.adapter (LoRA)", LORA_INSTALL)
 
 
 def add_adapter(
