@@ -55,9 +55,24 @@ def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_p
         assert f"logs: runs/{name}/logs/version_0 (metrics.csv, learning_curves.png" in proc.stdout
         assert "also logged to: " in proc.stdout
     assert list((tmp_path / "runs/tensorboard/bertkit/version_0").glob("events.out.tfevents.*"))
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+    events = EventAccumulator(str(tmp_path / "runs/tensorboard/bertkit/version_0"))
+    events.Reload()
+    hparams, metrics = {}, []
+    for content in events.PluginTagToContent("hparams").values():
+        data = HParamsPluginData.FromString(content)
+        hparams.update(data.session_start_info.hparams)
+        metrics += [m.name.tag for m in data.experiment.metric_infos]
+    assert metrics == ["val/f1"]  # the HParams tab's metric: the monitored score
+    assert hparams["trainer.max_epochs"].number_value == 1 and hparams["model.task.init_args.crf"].number_value == 1
+    assert hparams["trainer.precision"].string_value == "32-true"
     client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("bertkit").experiment_id])
     assert run.data.params["learning_rate"] == "0.0001" and "val/f1" in run.data.metrics
+    assert run.data.params["trainer.max_epochs"] == "1" and run.data.params["model.task.init_args.crf"] == "True"
+    assert run.data.params["trainer.precision"] == "32-true" and "model.task.init_args.entity_types" in run.data.params
     assert run.info.run_id in proc.stdout
 
 

@@ -30,6 +30,7 @@ from bertkit.training.module import BertModule
 from bertkit.training.progress import console_callbacks
 from bertkit.training.run_folder import NothingDone, claim, place_outputs, release_all, write_scores
 from bertkit.training.summary import fit_summary, options
+from bertkit.training.trackers import flat_settings, log_settings
 
 
 class BertkitCLI(LightningCLI):
@@ -150,6 +151,9 @@ class BertkitCLI(LightningCLI):
             folder = checkpoint.dirpath if checkpoint is not None else None
             claim(self.trainer.default_root_dir, folder, config.get("ckpt_path") is not None, config.get("overwrite"))
         self._resolve_ckpt_path(required=False)
+        checkpoint = self.trainer.checkpoint_callback
+        settings = flat_settings(self.config[self.subcommand].as_dict())
+        log_settings(self.trainer.loggers, settings, checkpoint.monitor if checkpoint is not None else None)
 
     def before_validate(self) -> None:
         self._resolve_ckpt_path()
