@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
-from bertkit import BertModule
+from bertkit import BertDataModule, BertModule
 from bertkit.inference.adapter_set import load_adapters
 from bertkit.inference.predictor import Predictor
 from bertkit.model.adapters import Adapter
@@ -42,6 +42,9 @@ def _checkpoint(path: Path, model: BertModule, seed: int) -> Path:
     )
     trainer.strategy.connect(model)
     trainer.save_checkpoint(path)
+    stored = torch.load(path, weights_only=True)  # with the data settings fit records (max_length)
+    stored["datamodule_hyper_parameters"] = dict(BertDataModule(max_length=64).hparams)
+    torch.save(stored, path)
     return path
 
 

@@ -94,3 +94,13 @@ def test_an_optional_import_names_the_module_that_really_failed(tmp_path_factory
     else:
         assert "installed but fails to import (RuntimeError: operator torchvision::nms" in said
         assert "pip uninstall -y torchvision" in said
+
+
+@settings(max_examples=10, deadline=None)
+@given(data=st.sampled_from([{}, {"datamodule_hyper_parameters": None}, {"datamodule_hyper_parameters": {}}]))
+def test_a_checkpoint_that_records_no_max_length_is_refused_not_read_as_128(data):
+    from bertkit.training.trained import stored_max_length
+
+    with pytest.raises(ValueError, match=r"run.ckpt: records no data.max_length"):
+        stored_max_length(data, "run.ckpt")
+    assert stored_max_length({"datamodule_hyper_parameters": {"max_length": 64}}, "run.ckpt") == 64

@@ -37,7 +37,7 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     from bertkit.inference.onnx import export_onnx, quantize_onnx
     from bertkit.training.checkpoints import load_checkpoint
     from bertkit.training.module import BertModule
-    from bertkit.training.trained import save_serving_config
+    from bertkit.training.trained import save_serving_config, stored_max_length
     from bertkit.utils.io import atomic_dir
 
     model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
@@ -52,8 +52,7 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     with atomic_dir(output) as folder:  # the folder holds this export alone, or the one before it
         architecture = model.save_pretrained(folder)
         if architecture != model.encoder.config.to_dict()["architectures"][0]:  # the task layers are in: servable
-            data = stored.get("datamodule_hyper_parameters") or {}
-            save_serving_config(model, folder, int(data.get("max_length", 128)))
+            save_serving_config(model, folder, stored_max_length(stored, checkpoint))
         card = model_card(model, architecture, checkpoint, stored, Path(output))
         (folder / "README.md").write_text(card, encoding="utf-8")
         written.append(f"wrote {output} ({architecture})")

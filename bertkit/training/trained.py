@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -60,6 +61,23 @@ def read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> 
             tensor.copy_(stored)
 
 
+def stored_max_length(stored: dict[str, Any], path: str | Path) -> int:
+    """The ``data.max_length`` a checkpoint's run read its input with: what its model reads at
+    most per window in ``predict``, ``serve`` and an export's ``bertkit.json``. Never a default:
+    a window of another length than training's changes the predictions.
+
+    Raises:
+        ValueError: the checkpoint records none (its run had no ``BertDataModule``); names the file.
+    """
+    data = stored.get("datamodule_hyper_parameters") or {}
+    if not isinstance(data.get("max_length"), int):
+        raise ValueError(
+            f"{path}: records no data.max_length (the run that saved it had no BertDataModule), so the length its "
+            "model reads input in is unknown; save it from a run with one (trainer.fit(model, datamodule))"
+        )
+    return data["max_length"]
+
+
 def load_trained(path: str | Path, device: str = "cpu") -> tuple[BertModule, int]:
     """A trained model and its ``data.max_length``, from a checkpoint or an export folder (its
     task from ``bertkit.json``: registered or already-imported tasks only, nothing it names is
@@ -73,7 +91,7 @@ def load_trained(path: str | Path, device: str = "cpu") -> tuple[BertModule, int
     if not path.is_dir():
         model = BertModule.load_from_checkpoint(path, map_location=device)
         stored = load_checkpoint(path, mmap=True)
-        return model, int((stored.get("datamodule_hyper_parameters") or {}).get("max_length", 128))
+        return model, stored_max_length(stored, path)
     config, key = serving_config(path)
     task = task_from_spec(config[key], f"{path / SERVING_FILE}: {key}")
     model = BertModule(task, pretrained=str(path)).to(device)
