@@ -10,6 +10,7 @@ for, after a checkpoint has restored what the task learned, and kept in memory.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -195,7 +196,8 @@ class BertDataModule(pl.LightningDataModule):
             given = [f"data.{k}" for k, v in settings.items() if v]
             if given:
                 raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
-            check_float32(task_temperature, "data.task_temperature", low=1.0)  # 1 = proportional
+            if task_temperature != math.inf:  # .inf: uniform mixing
+                check_float32(task_temperature, "data.task_temperature", low=1.0)  # 1 = proportional
         self.save_hyperparameters(ignore=["task", "tokenizer", "unpadded"])
         self.task, self.tokenizer, self.unpadded = task, tokenizer, unpadded
         # Plain values only in hyper-parameters (checkpoints load with weights_only=True).
