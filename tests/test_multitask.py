@@ -209,7 +209,7 @@ def test_multitask_recipe_fits_and_predicts_through_the_cli(tmp_path):
     files += ["--data.tasks.sst2.test_file=train.tsv", "--data.tasks.sst2.predict_file=train.tsv"]
     run_bertkit("fit", "--config", str(RECIPE), *FAST, task_data, *files, cwd=tmp_path)
     checkpoints = sorted(p.name for p in (tmp_path / "runs" / "multitask" / "checkpoints").iterdir())
-    assert "last.ckpt" in checkpoints and any(n.startswith("epoch0-nerf1") for n in checkpoints)
+    assert "last.ckpt" in checkpoints and any(n.startswith("epoch0-ner_f1=") for n in checkpoints)
     run_bertkit("predict", "--config", str(RECIPE), task_data, *files, "--ckpt_path=best", cwd=tmp_path)
     lines = (tmp_path / "runs" / "multitask" / "predictions.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
