@@ -196,7 +196,8 @@ def load_modules(names: Iterable[str]) -> None:
             module = importlib.import_module(name)
         except Exception as err:
             raise PluginError(
-                f"plugin module {name!r} listed in the recipe cannot be imported: {type(err).__name__}: {err}"
+                f"plugin module {name!r} listed in the recipe or --plugins cannot be imported: "
+                f"{type(err).__name__}: {err}"
             ) from err
         register_plugin(module, name)
 
@@ -354,10 +355,11 @@ def stored_class(class_path: str, base: type, registry: Mapping[str, object], so
     module = sys.modules.get(module_name) if module_name else None
     cls = getattr(module, class_name, None) if module is not None else None
     if not (isinstance(cls, type) and issubclass(cls, base) and full_name(cls) == class_path):
+        module_hint = module_name or class_path
         raise ValueError(
             f"{source}: {class_path!r} is not a registered {base.__qualname__} nor one in a module already imported; "
-            "bertkit does not import code a checkpoint or model directory names. If you trust it, name its module "
-            "in the recipe's plugins: list (or import it before loading)"
+            "bertkit does not import code a checkpoint or model directory names. If you trust it, load its plugin: "
+            f"--plugins {module_hint} (any bertkit command), the recipe's plugins: list, or import it before loading"
         )
     return cls
 

@@ -121,10 +121,20 @@ def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
         "fit", "--config", str(recipe), "--print_config", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="")
     )
     assert "class_path: bertkit_demo_head.MLPTokenClassification" in proc.stdout
+    # the checkpoint of a task a listed plugin adds: commands that read it take --plugins
+    env = env_with(site, BERTKIT_LOAD_PLUGINS="")
+    recipe.write_text(recipe.read_text().replace("[PER]", "[PER, LOC, ORG, MISC]"))
+    fit = ["fit", "--config", str(RECIPE), "--config", str(recipe), *FAST, "--trainer.limit_val_batches=0"]
+    run_bertkit_fresh(*fit, cwd=tmp_path, env=env)
+    last = str(tmp_path / "runs/ner/checkpoints/last.ckpt")
+    proc = run_bertkit_fresh("export", last, "out", "--onnx", "false", cwd=tmp_path, env=env, check=False)
+    assert proc.returncode == 2 and "--plugins bertkit_demo_head (any bertkit command)" in proc.stderr
+    run_bertkit_fresh("export", last, "out", "--onnx", "false", "--plugins", "bertkit_demo_head", cwd=tmp_path, env=env)
+    assert (tmp_path / "out/config.json").is_file()
     missing = tmp_path / "missing.yaml"
     missing.write_text("plugins: [no_such_plugin_module]\n")
     proc = run_bertkit_fresh("fit", "--config", str(missing), cwd=tmp_path, check=False)
-    assert proc.returncode == 2 and "'no_such_plugin_module' listed in the recipe cannot be imported" in proc.stderr
+    assert proc.returncode == 2 and "'no_such_plugin_module' listed in the recipe or --plugins cannot" in proc.stderr
 
 
 class InlinePlugin:

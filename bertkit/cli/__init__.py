@@ -58,6 +58,28 @@ def recipe_plugins(args: list[str]) -> list[str]:
     return names
 
 
+def take_plugins(args: list[str]) -> tuple[list[str], list[str]]:
+    """``args`` without their ``--plugins MODULE[,MODULE]`` options (repeatable, ``=`` or a space),
+    and the modules named: what a registered command (``export``, ``serve``, ``embed``, ``tune``)
+    imports before it reads a checkpoint whose task a plugin module adds.
+
+    Raises:
+        ValueError: ``--plugins`` with no module after it.
+    """
+    kept, modules = [], []
+    rest = iter(args)
+    for arg in rest:
+        flag, eq, value = arg.partition("=")
+        if flag != "--plugins":
+            kept.append(arg)
+            continue
+        value = value if eq else next(rest, "")
+        if not value or value.startswith("-"):
+            raise ValueError("--plugins: expected a module name (or several, comma-separated), e.g. --plugins my_head")
+        modules += [m.strip() for m in value.split(",") if m.strip()]
+    return kept, modules
+
+
 def print_plugins(args: list[str]) -> int:
     """``bertkit plugins [--json]``: name, version, hooks and registered names of every plugin."""
     infos = describe()
@@ -141,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args[0] in commands:
             from jsonargparse import CLI
+
+            args, modules = take_plugins(args)
+            load_modules(modules)  # a checkpoint of a task a plugin module adds (fit's recipe listed it)
 
             function = loaded(commands[args[0]])
             config = getattr(function, "config_argument", None)  # jsonargparse keeps --config for itself

@@ -211,9 +211,14 @@ class Task(HyperparametersMixin, ABC):
 
     def spec(self) -> dict[str, Any]:
         """``{"class_path", "init_args"}`` that rebuilds this task (stored in checkpoints; a
-        deprecated alias stores the class it stands for)."""
+        deprecated alias stores the class it stands for). ``init_args`` are the settings the
+        class's ``__init__`` takes: a subclass whose parent's ``__init__`` saved more of its own
+        (a third-party task over ``TokenClassification``) stores only what rebuilds it."""
         cls = canonical(type(self))
-        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": dict(self.hparams)}
+        accepted = inspect.signature(cls.__init__).parameters
+        keep_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+        args = {k: v for k, v in self.hparams.items() if keep_all or k in accepted}
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": args}
 
 
 def canonical(cls: type) -> type:
