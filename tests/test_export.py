@@ -243,3 +243,6 @@ def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, 
     assert theirs == ours and sum(map(len, ours)) > 0
     plain = pipeline("token-classification", model=str(tmp_path / "out"), device=-1)
     assert type(plain).__name__ == "TokenClassificationPipeline" and len(plain(texts[:2])) == 2
+    long = "Peter Blackburn flew to Oslo . " * 300  # 1,800 sub-words: the export's tokenizer truncates at 512
+    assert plain.tokenizer.model_max_length == 512
+    assert isinstance(plain(long), list) and isinstance(tagger(long), list)

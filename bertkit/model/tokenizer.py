@@ -262,12 +262,19 @@ class BertTokenizer:
         roles = {vocab[t] for t in self.special_tokens.values()}
         return frozenset(added | roles | {i for t, i in vocab.items() if BRACKETED.fullmatch(t)})
 
-    def save(self, directory: str | Path) -> None:
+    def save(self, directory: str | Path, model_max_length: int | None = None) -> None:
         """Write ``tokenizer.json`` (and, for a WordPiece model, ``vocab.txt`` with ids in order)
-        atomically into ``directory``."""
+        atomically into ``directory``; with ``model_max_length``, ``tokenizer_config.json`` too:
+        the most tokens the model reads (its positions) and the special tokens, which
+        ``transformers`` reads to truncate (without it, its tokenizer takes any length and a long
+        text fails inside the model)."""
         directory = Path(directory)
         with atomic_path(directory / "tokenizer.json") as tmp:
             self.backend.save(str(tmp))
+        if model_max_length is not None:
+            config = {"model_max_length": model_max_length, **{f"{r}_token": t for r, t in self.special_tokens.items()}}
+            with atomic_path(directory / "tokenizer_config.json") as tmp:
+                tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         if not isinstance(self.backend.model, WordPiece):
             return
         vocab = sorted(self.backend.get_vocab().items(), key=lambda item: item[1])

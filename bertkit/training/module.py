@@ -587,7 +587,7 @@ class BertModule(pl.LightningModule):
         adapted = self._base_weights is not None
         encoder = without_adapters(self.encoder, merge=merge_adapters) if adapted else self.encoder
         save_encoder(encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames)
-        self.tokenizer.save(directory)
+        self.tokenizer.save(directory, self.encoder.config.max_length)
         for name, text in (self.head.hf_files() if head_state else {}).items():
             with atomic_path(Path(directory) / name) as tmp:
                 tmp.write_text(text, encoding="utf-8")
