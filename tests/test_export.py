@@ -243,6 +243,16 @@ def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, 
     assert theirs == ours and sum(map(len, ours)) > 0
     plain = pipeline("token-classification", model=str(tmp_path / "out"), device=-1)
     assert type(plain).__name__ == "TokenClassificationPipeline" and len(plain(texts[:2])) == 2
+    # pre-split words (those BERT's rules leave whole, so both readings have the same words): the
+    # spans in the words joined by spaces, as the plain text's
+    split = [t.split() for t in texts if all(re.fullmatch(r"\w+|[^\w\s]", w) for w in t.split())]
+    joined = [
+        {(e["entity_group"], e["start"], e["end"]) for e in found} for found in tagger([" ".join(w) for w in split])
+    ]
+    words = [
+        {(e["entity_group"], e["start"], e["end"]) for e in found} for found in tagger(split, is_split_into_words=True)
+    ]
+    assert words == joined and sum(map(len, words)) > 0
     long = "Peter Blackburn flew to Oslo . " * 300  # 1,800 sub-words: the export's tokenizer truncates at 512
     assert plain.tokenizer.model_max_length == 512
     assert isinstance(plain(long), list) and isinstance(tagger(long), list)

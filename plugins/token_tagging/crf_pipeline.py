@@ -12,6 +12,7 @@ as the pipeline's ``aggregation_strategy="first"`` reports them::
 
     tagger = pipeline(model="path/to/export", trust_remote_code=True)
     tagger("George Washington went to Washington.")
+    tagger(["George", "Washington", "went", "to", "Washington", "."], is_split_into_words=True)
 
 It needs only torch, transformers and safetensors (not bertkit). One window per text: longer
 texts are truncated at the tokenizer's ``model_max_length``, as the plain pipeline without a
@@ -69,7 +70,16 @@ class CRFTokenClassificationPipeline(TokenClassificationPipeline):
         sentence = outputs["sentence"]
         logits = outputs["logits"][0].float()  # (T, tags)
         offsets = outputs["offset_mapping"][0].tolist()
-        words = self.tokenizer(sentence, truncation=True).word_ids()
+        words = outputs.get("word_ids")
+        if words is not None and outputs.get("word_to_chars_map") is not None:
+            # pre-split words (is_split_into_words=True): the given words, offsets within each word
+            chars = outputs["word_to_chars_map"]
+            offsets = [
+                (s + chars[w][0], e + chars[w][0]) if w is not None else (s, e)
+                for (s, e), w in zip(offsets, words, strict=True)
+            ]
+        else:
+            words = self.tokenizer(sentence, truncation=True).word_ids()
         firsts = [i for i, w in enumerate(words) if w is not None and (i == 0 or words[i - 1] != w)]
         lasts = {w: i for i, w in enumerate(words) if w is not None}  # each word's last sub-word
         if not firsts:
