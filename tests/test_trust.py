@@ -234,3 +234,16 @@ def test_a_stored_masking_strategy_is_rebuilt_only_from_known_classes():
     assert type(PreTraining(**stored).masking).__name__ == "WholeWordMasking"
     with pytest.raises(ValueError, match="'bk_utils.Masking' is not a registered MaskingStrategy"):
         PreTraining(masking={"class_path": "bk_utils.Masking"})
+
+
+@pytest.mark.parametrize("given", [[], ["--trainer.max_steps=1"], ["--overwrite", "false"]])
+def test_a_new_run_over_an_earlier_one_is_refused_before_torch_is_imported(tmp_path, given):
+    (tmp_path / "runs/ner/checkpoints").mkdir(parents=True)
+    (tmp_path / "runs/ner/checkpoints/epoch2-f1=0.9000.ckpt").write_bytes(b"")
+    code = (
+        "import sys; from bertkit.cli import main; "
+        f"code = main(['fit', '--config', {str(RECIPE)!r}, *{given!r}]); print('torch' in sys.modules); sys.exit(code)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout.strip() == "False", proc.stdout + proc.stderr
+    assert "holds the checkpoints of an earlier run (epoch2-f1=0.9000.ckpt)" in proc.stderr

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from bertkit.cli.extras import check_extras
+from bertkit.cli.extras import check_extras, check_run_folder
 from bertkit.cli.guide import (
     LIGHTNING_COMMANDS,
     check_task,
@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         check_task(args, [t for t in tasks if t not in old], entries("register_masking"), old)
         check_task_flags(args)
         check_extras(args)
+        check_run_folder(args)
         return run_lightning(args)
     except _user_errors() as err:
         if os.environ.get(DEBUG_ENV, "") not in ("", "0"):

@@ -10,6 +10,7 @@ from typing import Any
 
 from bertkit.cli.guide import config_files, option_value, read_recipe
 from bertkit.data.streaming import INDEX, STREAM_INSTALL, is_remote
+from bertkit.utils.runs import earlier_run
 
 # What a recipe names -> (modules any one of which serves, the install command).
 LOGGERS = {
@@ -81,3 +82,27 @@ def check_extras(args: list[str]) -> None:
     for where, setting, (modules, install) in needs:
         if all(find_spec(m) is None for m in modules):
             raise ImportError(f"{where}: {setting} needs {' or '.join(modules)}, which is not installed: {install}")
+
+
+def check_run_folder(args: list[str]) -> None:
+    """``bertkit fit`` starting a new run (no ``--ckpt_path``, no ``--overwrite true``) over the
+    checkpoints of an earlier run in ``<default_root_dir>/checkpoints`` (where bertkit puts them
+    when no recipe names a ``dirpath``) is refused before torch and Lightning are imported: what
+    the run folder's claim refuses when the run starts, seconds sooner.
+
+    Raises:
+        ValueError: names the folder, its checkpoints and the ways on.
+    """
+    if args[:1] != ["fit"] or option_value(args, "--ckpt_path") is not None:
+        return
+    if (option_value(args, "--overwrite") or "").lower() in ("true", "1", "yes"):
+        return
+    _, root = _last(args, "trainer", "default_root_dir")
+    named = any("dirpath" in a for a in args) or any(
+        "dirpath" in str(read_recipe(name).get("trainer") or {}) for name in config_files(args)
+    )
+    if root is None or named:
+        return
+    taken = earlier_run(Path(str(root)) / "checkpoints")
+    if taken:
+        raise ValueError(taken)

@@ -157,7 +157,7 @@ class BertModule(pl.LightningModule):
         self._step_losses: dict[str, torch.Tensor] = {}  # this step's, read for progress_metrics
         self._progress: dict[str, float] = {}
         self.hparams["task"] = task.spec()  # plain values only: checkpoints load with weights_only=True
-        check_float32(learning_rate, "model.learning_rate", low=0.0, low_open=True)
+        check_float32(learning_rate, "model.learning_rate", low=0.0)  # 0 is allowed: a fit that trains nothing
         check_float32(weight_decay, "model.weight_decay", low=0.0)
         check_float32(adam_epsilon, "model.adam_epsilon", low=0.0, low_open=True)
         check_float32(warmup_ratio, "model.warmup_ratio", low=0.0, high=1.0, high_open=True)

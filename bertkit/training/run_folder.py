@@ -37,6 +37,7 @@ from pytorch_lightning.loggers import CSVLogger
 
 from bertkit.training.checkpoints import LastStateCheckpoint
 from bertkit.utils.io import atomic_path
+from bertkit.utils.runs import earlier_run
 
 LOG_NAME = "logs"
 LOCK_NAME = ".fit.lock"
@@ -150,13 +151,9 @@ def claim(root: str | Path, checkpoints: str | Path | None, resuming: bool, over
         handle.write(str(os.getpid()))
         handle.flush()
         _held[key] = handle
-    old = sorted(Path(checkpoints).glob("*.ckpt")) if checkpoints is not None and Path(checkpoints).is_dir() else []
-    if old and not resuming and not overwrite:
-        raise RunFolderBusy(
-            f"{checkpoints} holds the checkpoints of an earlier run ({', '.join(p.name for p in old[:3])}"
-            f"{' …' if len(old) > 3 else ''}): resume it with --ckpt_path last, start a new run with another "
-            "--trainer.default_root_dir, or replace it with --overwrite true"
-        )
+    taken = earlier_run(checkpoints)
+    if taken and not resuming and not overwrite:
+        raise RunFolderBusy(taken)
 
 
 def release_all() -> None:
