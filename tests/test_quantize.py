@@ -27,7 +27,12 @@ def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
 @pytest.mark.parametrize("reduced", [False, True])
 def test_int8_linear_is_within_int8_error_of_float(reduced: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both input ranges (7 bits on a CPU without VNNI, 8 with) stay within int8's error; the
-    7-bit one is coarser."""
+    7-bit one is coarser. The 8-bit range runs only where the CPU has VNNI: without it FBGEMM's
+    16-bit pair sums saturate (the error is then about 0.1), which is why bertkit uses 7 bits there."""
+    if not reduced and not torch.cpu._is_vnni_supported():
+        pytest.skip(
+            "this CPU has no VNNI: the full 8-bit input range saturates FBGEMM's kernels, so bertkit never runs it"
+        )
     monkeypatch.setattr("bertkit.model.quantize._needs_reduced_range", lambda: reduced)
     torch.manual_seed(0)
     linear = nn.Linear(64, 48)
