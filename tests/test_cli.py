@@ -225,7 +225,9 @@ def test_a_command_whose_work_was_empty_exits_non_zero_and_keeps_the_earlier_res
             earlier.write_bytes(before)
 
 
-@pytest.mark.parametrize("setting", ["--trainer.max_steps=0", "--trainer.limit_train_batches=0"])
+@pytest.mark.parametrize(
+    "setting", ["--trainer.max_steps=0", "--trainer.limit_train_batches=0", "--trainer.max_epochs=0"]
+)
 def test_a_fit_that_takes_no_step_exits_non_zero_and_suggests_nothing(tmp_path, setting):
     proc = run_bertkit("fit", "--config", str(RECIPE), *FAST, setting, cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -217,6 +217,8 @@ class BertkitCLI(LightningCLI):
         trainer = self.trainer
         if trainer.max_steps == 0:
             return "trainer.max_steps is 0"
+        if trainer.max_epochs == 0:
+            return "trainer.max_epochs is 0"
         if not trainer.limit_train_batches:
             return f"trainer.limit_train_batches is {trainer.limit_train_batches}"
         if self.work.resumed_at:
