@@ -157,7 +157,7 @@ def test_a_lora_run_keeps_adapters_and_head_and_exports_both_forms(tmp_path, min
     last = tmp_path / "runs/ner/checkpoints/last.ckpt"
     stored = torch.load(last, weights_only=True)
     assert all(is_adapter_key(k) or k.startswith("head.") for k in stored["state_dict"])
-    assert last.stat().st_size < 3e6  # the base (MiniLM) alone is 90 MB
+    assert last.stat().st_size < 6e6  # r 8 on every linear layer: 4.2 MB; the base (MiniLM) alone is 90 MB
 
     model = BertModule.load_from_checkpoint(last).eval()
     assert {k: v for k, v in model.state_dict().items() if k in stored["state_dict"]}.keys() == stored[

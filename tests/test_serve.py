@@ -347,14 +347,11 @@ def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None
     assert "at most 4,096 per request" in said[7] and "at most 4,096 per request" in said[8]
     assert "nested too deep" in said[9] and "lone surrogate" in said[10] and "given twice" in said[11]
     assert "NaN is not a JSON number" in said[12] and "at least 5,000 tokens" in said[7]  # found before tokenizing
-    status, answer = _post(
-        port, "/predict", {"inputs": "Oslo-Paris " * 2000}, headers=KEY
-    )  # 2,000 words, 3 tokens each
-    assert (
-        status == 413
-        and "at least" not in answer["detail"]
-        and "tokens (all windows): at most 4,096" in answer["detail"]
-    )
+    status, answer = _post(port, "/predict", {"inputs": "Oslo-Paris " * 2000}, headers=KEY)  # 2,000 words
+    assert status == 413 and "at least 6,000 tokens" in answer["detail"]  # counted in tokens, 3 a word
+    status, answer = _post(port, "/predict", {"inputs": "Oslo-Paris " * 1300}, headers=KEY)  # 3,900 tokens
+    assert status == 413 and "at least" not in answer["detail"]  # within the budget, but not its overlapping windows
+    assert "tokens (all windows): at most 4,096" in answer["detail"]
     status, answer = _oversized(port, "/predict", [b"[" * 10_000] * 200, KEY, chunked=True)  # 2 MB, no length given
     assert status == 413 and "more than 1,000,000 bytes" in answer
     status, answer = _oversized(port, "/predict", [b"[" * 10_000] * 200, KEY, chunked=False)  # refused from its length

@@ -84,6 +84,18 @@ def check_extras(args: list[str]) -> None:
             raise ImportError(f"{where}: {setting} needs {' or '.join(modules)}, which is not installed: {install}")
 
 
+def _top_level(args: list[str], key: str) -> Any:
+    """The last value of a top-level setting (``overwrite``, ``ckpt_path``): a recipe's, or the
+    command line's ``--key``."""
+    value = None
+    for name in config_files(args):
+        recipe = read_recipe(name)
+        if key in recipe:
+            value = recipe[key]
+    given = option_value(args, f"--{key}")
+    return given if given is not None else value
+
+
 def check_run_folder(args: list[str]) -> None:
     """``bertkit fit`` starting a new run (no ``--ckpt_path``, no ``--overwrite true``) over the
     checkpoints of an earlier run in ``<default_root_dir>/checkpoints`` (where bertkit puts them
@@ -93,9 +105,9 @@ def check_run_folder(args: list[str]) -> None:
     Raises:
         ValueError: names the folder, its checkpoints and the ways on.
     """
-    if args[:1] != ["fit"] or option_value(args, "--ckpt_path") is not None:
+    if args[:1] != ["fit"] or _top_level(args, "ckpt_path") not in (None, "null"):
         return
-    if (option_value(args, "--overwrite") or "").lower() in ("true", "1", "yes"):
+    if str(_top_level(args, "overwrite")).lower() in ("true", "1", "yes"):
         return
     _, root = _last(args, "trainer", "default_root_dir")
     named = any("dirpath" in a for a in args) or any(

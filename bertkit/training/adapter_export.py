@@ -53,7 +53,9 @@ def save_peft_adapter(model: BertModule, directory: str | Path) -> list[str]:
         modules_to_save=head,
     )
     wrapped = peft.get_peft_model(hf, config)
-    ours = {k: v for k, v in model.encoder.state_dict().items() if is_adapter_key(k)}
+    # a pooler the head never reads (a tagger's) is in no transformers class of its head: its adapter changes nothing
+    unread = () if model.head.reads_pooler else ("pooler.",)
+    ours = {k: v for k, v in model.encoder.state_dict().items() if is_adapter_key(k) and not k.startswith(unread)}
     prefix = "base_model.model." + model.family.hf_prefix
     theirs = [k for k in wrapped.state_dict() if is_adapter_key(k)]
     if sorted(k.removeprefix(prefix) for k in theirs) != sorted(ours):
