@@ -41,8 +41,8 @@ class Adapter:
             ``target_modules``: a name matches a module whose dotted path ends with it); None:
             the family's ``EncoderFamily.adapter_targets`` (every linear layer of the blocks:
             for BERT ``query``, ``key``, ``value`` and ``dense``, which on CoNLL-2003 NER came
-            level with full fine-tuning where query and value alone lost 4 F1 or more,
-            ``benchmarks/results/lora_parity.json``).
+            level with full fine-tuning where query and value alone lost 4.3 F1,
+            ``benchmarks/results/lora_parity.json`` and ``lora_ablation.json``).
         use_rslora: scale the update by alpha / sqrt(r) instead of alpha / r (rank-stabilised
             LoRA, Kalajdzievski 2023; peft's ``use_rslora``).
 
