@@ -30,14 +30,16 @@ def _loggers(value: Any) -> list[str]:
     return [p.rpartition(".")[2] for p in paths if isinstance(p, str)]
 
 
-def _last(args: list[str], section: str, key: str) -> tuple[str, Any]:
-    """(where, value) of ``section.key`` as given last: in a recipe or on the command line."""
+def _last(args: list[str], section: str | None, key: str) -> tuple[str, Any]:
+    """(where, value) of ``section.key`` (``key`` itself for section None: a top-level setting,
+    ``overwrite`` …) as given last: in a recipe or on the command line."""
     where, value = "", None
     for name in config_files(args):
-        recipe = read_recipe(name).get(section) or {}
+        recipe = read_recipe(name)
+        recipe = recipe if section is None else recipe.get(section) or {}
         if key in recipe:
             where, value = name, recipe[key]
-    given = option_value(args, f"--{section}.{key}")
+    given = option_value(args, f"--{key}" if section is None else f"--{section}.{key}")
     if given is not None:
         where, value = "the command line", None if given in ("", "null", "None") else given
     return where, value
@@ -84,18 +86,6 @@ def check_extras(args: list[str]) -> None:
             raise ImportError(f"{where}: {setting} needs {' or '.join(modules)}, which is not installed: {install}")
 
 
-def _top_level(args: list[str], key: str) -> Any:
-    """The last value of a top-level setting (``overwrite``, ``ckpt_path``): a recipe's, or the
-    command line's ``--key``."""
-    value = None
-    for name in config_files(args):
-        recipe = read_recipe(name)
-        if key in recipe:
-            value = recipe[key]
-    given = option_value(args, f"--{key}")
-    return given if given is not None else value
-
-
 def check_run_folder(args: list[str]) -> None:
     """``bertkit fit`` starting a new run (no ``--ckpt_path``, no ``--overwrite true``) over the
     checkpoints of an earlier run in ``<default_root_dir>/checkpoints`` (where bertkit puts them
@@ -105,9 +95,9 @@ def check_run_folder(args: list[str]) -> None:
     Raises:
         ValueError: names the folder, its checkpoints and the ways on.
     """
-    if args[:1] != ["fit"] or _top_level(args, "ckpt_path") not in (None, "null"):
+    if args[:1] != ["fit"] or _last(args, None, "ckpt_path")[1] is not None:
         return
-    if str(_top_level(args, "overwrite")).lower() in ("true", "1", "yes"):
+    if str(_last(args, None, "overwrite")[1]).lower() in ("true", "1", "yes"):
         return
     _, root = _last(args, "trainer", "default_root_dir")
     named = any("dirpath" in a for a in args) or any(

@@ -176,7 +176,7 @@ class BertkitCLI(LightningCLI):
             self.trainer.predict(
                 model, datamodule=datamodule, ckpt_path=None if index else ckpt_path, return_predictions=False
             )
-        if not self.work.batches["predict"]:
+        if not self.work.predicted:
             limit = self.trainer.limit_predict_batches
             why = f"trainer.limit_predict_batches is {limit}" if not limit else "the predict file holds no example"
             raise NothingDone(f"bertkit predict: no batch was predicted ({why}); nothing was written")
@@ -231,10 +231,11 @@ class BertkitCLI(LightningCLI):
 
 class WorkDone(Callback):
     """How much work a command did in this process: optimizer steps of ``fit`` (after any resume)
-    and batches per stage, so that a command whose work was empty says so (``NothingDone``)."""
+    and predicted batches, so that a command whose work was empty says so (``NothingDone``; test
+    and validate tell by their scores, ``write_scores``)."""
 
     def __init__(self) -> None:
-        self.batches = {"train": 0, "validate": 0, "test": 0, "predict": 0}
+        self.predicted = 0
         self.resumed_at: int | None = None
         self.steps = 0
 
@@ -247,17 +248,8 @@ class WorkDone(Callback):
         self.steps = trainer.global_step - (self.resumed_at or 0)
 
     @override
-    def on_test_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        self.batches["test"] += 1
-
-    @override
-    def on_validation_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
-        if not trainer.sanity_checking:
-            self.batches["validate"] += 1
-
-    @override
     def on_predict_batch_end(self, *args: Any, **kwargs: Any) -> None:
-        self.batches["predict"] += 1
+        self.predicted += 1
 
 
 class Interrupted(Exception):

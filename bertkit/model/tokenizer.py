@@ -76,12 +76,13 @@ UNSPACED_SCRIPTS = {
 """Scripts written without spaces between words that BERT's rules (``split_words``) do not
 split either (unlike CJK ideographs): a run of them is read as one word."""
 _UNSPACED = {name: re.compile(f"[{span}]") for name, span in UNSPACED_SCRIPTS.items()}
+_ANY_UNSPACED = re.compile(f"[{''.join(UNSPACED_SCRIPTS.values())}]")
 
 
 def unspaced_script(word: str) -> str | None:
     """The name of the first ``UNSPACED_SCRIPTS`` script a word of two or more characters is
     written in (a run ``split_words`` left whole, which may be several words), else None."""
-    if len(word) < 2:
+    if len(word) < 2 or not _ANY_UNSPACED.search(word):  # one search for the common case (none of them)
         return None
     return next((name for name, pattern in _UNSPACED.items() if pattern.search(word)), None)
 
