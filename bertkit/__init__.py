@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bertkit.hookspecs import hookimpl
 from bertkit.utils.moved import install
 
-install()  # release 0.1's module paths (bertkit.heads …) import, with a DeprecationWarning
+install()  # release 0.1's module paths (bertkit.heads …) import, with a BertkitDeprecationWarning
 # torchmetrics' text metrics import transformers, which imports tqdm.auto: in a notebook kernel
 # without ipywidgets that warns once, about a progress bar bertkit never draws.
 warnings.filterwarnings("ignore", message="IProgress not found")
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from bertkit.training.callbacks import ExportPretrained, PredictionWriter
     from bertkit.training.module import BertModule
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 # public name -> the module that defines it
 _HOME = {
@@ -86,17 +86,14 @@ def __getattr__(name: str) -> Any:
         from bertkit.plugins import deprecated_names, registered_tasks
 
         if name in deprecated_names("register_tasks"):
-            import warnings
+            from bertkit.utils.deprecation import warn_deprecated
 
-            warnings.warn(f"bertkit.{name} is deprecated: name the task in a recipe, or import it from its plugin",
-                          DeprecationWarning, stacklevel=2)  # fmt: skip
+            warn_deprecated(f"bertkit.{name}: name the task in a recipe, or import it from its plugin")
             return registered_tasks()[name]
     if name in _RENAMED:
-        import warnings
+        from bertkit.utils.deprecation import warn_deprecated
 
-        warnings.warn(
-            f"bertkit.{name} is release 0.1's name of bertkit.{_RENAMED[name]}", DeprecationWarning, stacklevel=2
-        )
+        warn_deprecated(f"bertkit.{name} is release 0.1's name of bertkit.{_RENAMED[name]}")
         return __getattr__(_RENAMED[name])
     if name not in _HOME:
         raise AttributeError(f"module 'bertkit' has no attribute {name!r}")

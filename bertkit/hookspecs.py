@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 import pluggy
 
+from bertkit.utils.deprecation import deprecation
+
 hookspec = pluggy.HookspecMarker("bertkit")
 hookimpl = pluggy.HookimplMarker("bertkit")
 
@@ -32,7 +34,7 @@ def register_tasks(register: Callable[[type], None]) -> None:
     """
 
 
-@hookspec(warn_on_impl=DeprecationWarning("register_heads is release 0.1's hook: implement register_tasks"))
+@hookspec(warn_on_impl=deprecation("register_heads is release 0.1's hook: implement register_tasks"))
 def register_heads(register: Callable[[type], None]) -> None:
     """Release 0.1's ``register_tasks`` (its heads were tasks and modules at once); deprecated."""
 

@@ -74,7 +74,7 @@ def test_unpadded_equals_padded_outputs_and_gradients(pair):
     assert not mask.all()
     with torch.no_grad():
         packed, padded = _both_paths(ours, batch, output_hidden_states=True)
-        assert packed.layout is not None and packed.packed.shape == (int(mask.sum()), ours.config.hidden_size)
+        assert packed.layout is not None and packed.unpadded.shape == (int(mask.sum()), ours.config.hidden_size)
         assert (packed.pooler_output - padded.pooler_output).abs().max() <= 1e-5
         for x, y in zip(packed.hidden_states, padded.hidden_states, strict=True):
             assert (x - y)[mask].abs().max() <= 1e-5

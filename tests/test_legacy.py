@@ -14,6 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from bertkit.utils.deprecation import BertkitRemovedIn03Warning
 from tests.conftest import ROOT
 
 LEGACY = ROOT / "tests" / "fixtures" / "legacy"
@@ -91,6 +92,98 @@ def test_release_0_1_module_paths_import_with_a_warning_naming_the_new_one(old: 
 
     if old in MOVED:  # a stand-in for a moved module warns when it is imported
         sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=r"(moved to|it is) bertkit\.\w+\.\w+.*release 0\.1's name"):
+    with pytest.warns(
+        BertkitRemovedIn03Warning, match=r"(moved to|it is) bertkit\.\w+\.\w+.*release 0\.1.s name.*removed in 0\.3"
+    ):
         value = getattr(importlib.import_module(old), name)
     assert callable(value)
+
+
+MOVED_PATHS = sorted(__import__("bertkit.utils.moved", fromlist=["MOVED"]).MOVED)
+
+
+def _deprecated_uses() -> list[tuple[str, Any]]:
+    """Every kind of release-0.1 use (a callable that makes one), by name."""
+    import bertkit
+    from bertkit.plugins import deprecated_names
+
+    def subclass_head() -> None:
+        from bertkit.tasks.legacy import Head
+
+        type("Old", (Head,), {})
+
+    def model_head() -> None:
+        from bertkit_plugins.token_tagging import TokenClassification
+
+        from bertkit.training.module import BertModule
+
+        BertModule(
+            head=TokenClassification(entity_types=["PER"]),
+            pretrained=None,
+            preset="tiny",
+            vocab_file="all-MiniLM-L6-v2",
+        )
+
+    def packed() -> None:
+        from bertkit.model.bert import EncoderOutput
+
+        EncoderOutput(last_hidden_state=torch.zeros(1, 1, 2)).packed  # noqa: B018
+
+    def old_class() -> None:
+        from bertkit_plugins.token_tagging.task import TokenTaggingHead
+
+        TokenTaggingHead(entity_types=["PER"])
+
+    def register_heads() -> None:
+        from bertkit import hookimpl
+        from bertkit.plugins import plugin_manager
+
+        class Old:
+            @hookimpl
+            def register_heads(self, register: Any) -> None:
+                pass
+
+        manager = plugin_manager()
+        manager.register(Old(), name="old-heads")
+        manager.unregister(name="old-heads")
+
+    uses = [("bertkit.Head subclass", subclass_head), ("model.head", model_head), ("EncoderOutput.packed", packed),
+            ("TokenTaggingHead(…)", old_class), ("register_heads hook", register_heads),
+            ("bertkit.BertEncoder", lambda: bertkit.BertEncoder)]  # fmt: skip
+    uses += [(f"bertkit.{n}", lambda n=n: getattr(bertkit, n)) for n in sorted(deprecated_names("register_tasks"))]
+    return uses
+
+
+@pytest.mark.parametrize("name", [*MOVED_PATHS, "uses"])
+def test_every_release_0_1_name_warns_a_future_warning_with_its_removal_release(name: str) -> None:
+    """Each member of the class (every moved module path; every kind of old name, class, setting
+    and hook): one ``BertkitRemovedIn03Warning``, a ``FutureWarning`` (shown by default, unlike a
+    ``DeprecationWarning``), saying the release that removes it."""
+    import importlib
+    import sys
+    import warnings
+
+    uses = _deprecated_uses() if name == "uses" else [(name, lambda: importlib.import_module(name))]
+    assert name != "uses" or len(uses) > 8  # the registered old task names are among them
+    for label, use in uses:
+        sys.modules.pop(label, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            use()
+        ours = [w for w in caught if issubclass(w.category, BertkitRemovedIn03Warning)]
+        assert len(ours) == 1 and issubclass(ours[0].category, FutureWarning), (label, [str(w.message) for w in caught])
+        assert "removed in 0.3" in str(ours[0].message), label
+        assert not [w for w in caught if w.category is DeprecationWarning and "bertkit" in str(w.message)], label
+
+
+def test_bertkit_warns_deprecations_only_through_the_policy() -> None:
+    """No ``warnings.warn(…, DeprecationWarning)`` in bertkit or its plugins: every deprecation goes
+    through ``bertkit.utils.deprecation`` (its class and removal release)."""
+    import ast
+
+    found = []
+    for path in [*(ROOT / "bertkit").rglob("*.py"), *(ROOT / "plugins").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Name) and node.id in ("DeprecationWarning", "PendingDeprecationWarning"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found

@@ -15,7 +15,6 @@ Shapes: B batch, T tokens per row, N real tokens in the batch, H hidden_size, A 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -28,6 +27,7 @@ from bertkit.model.config import BertConfig
 from bertkit.model.dropout import Dropout
 from bertkit.model.unpadded import Unpadded, attend, varlen_attention
 from bertkit.utils.choices import Features, check_choice
+from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.moved import renamed
 
 # Activation modules by config name; a fresh instance per use (a shared one would carry one
@@ -104,7 +104,7 @@ class EncoderOutput:
     @property
     def packed(self) -> torch.Tensor | None:
         """Release 0.1's name of ``unpadded`` (deprecated)."""
-        warnings.warn("EncoderOutput.packed is release 0.1's name of .unpadded", DeprecationWarning, stacklevel=2)
+        warn_deprecated("EncoderOutput.packed is release 0.1's name of .unpadded")
         return self.unpadded
 
 

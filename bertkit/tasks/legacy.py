@@ -7,7 +7,6 @@ instead (the plugin guide shows both)."""
 from __future__ import annotations
 
 import tempfile
-import warnings
 from abc import abstractmethod
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,6 +19,7 @@ from bertkit.model.config import BertConfig
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.head import Head as HeadModule
 from bertkit.tasks.task import Batch, Feature, Task, by_example
+from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.io import text_lines
 
 __all__ = ["Batch", "Feature", "Head", "by_example"]
@@ -32,11 +32,9 @@ class Head(HeadModule, Task):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        warnings.warn(
-            f"{cls.__module__}.{cls.__qualname__} subclasses release 0.1's bertkit.Head, which is deprecated: "
-            "write a bertkit.api.Task (reading, labels, features, records) and a bertkit.api.Head (layers, loss)",
-            DeprecationWarning,
-            stacklevel=2,
+        warn_deprecated(
+            f"{cls.__module__}.{cls.__qualname__} subclasses release 0.1's bertkit.Head: "
+            "write a bertkit.api.Task (reading, labels, features, records) and a bertkit.api.Head (layers, loss)"
         )
 
     # ----- the task's part, by its release-0.1 names -----

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytorch_lightning.core.mixins import HyperparametersMixin
+
+from bertkit.utils.deprecation import stored, warn_deprecated
 
 if TYPE_CHECKING:
     import torch
@@ -261,19 +262,19 @@ def deprecated_alias(
     def __init__(self: Task, *args: Any, **kwargs: Any) -> None:
         kwargs = dict(old.bind(self, *args, **kwargs).arguments)
         kwargs.pop(next(iter(old.parameters)))  # self
-        warnings.warn(
+        warn_deprecated(
             f"{name} is release 0.1's name of {task.__name__}: a recipe's model.head: {{class_path: {name}}} is now "
             f"model.task: {{class_path: {task.__name__}}}"
-            + (f" (init_args {', '.join(f'{o} -> {n}' for o, n in renamed.items())})" if renamed else ""),
-            DeprecationWarning,
-            stacklevel=2,
+            + (f" (init_args {', '.join(f'{o} -> {n}' for o, n in renamed.items())})" if renamed else "")
         )
         kwargs = {renamed.get(k, k): v for k, v in kwargs.items()}
         task.__init__(self, **(convert(kwargs) if convert else kwargs))
 
     __init__.__signature__ = old  # type: ignore[attr-defined]
     doc = f"Release 0.1's name of ``{task.__name__}`` (deprecated)."
-    namespace = {"__init__": __init__, "__module__": module, "__qualname__": name, "__doc__": doc}
+    # Its home is where it is defined (importable: jsonargparse finds a class's path by getattr on
+    # each parent package, and ``bertkit.<old name>`` would warn on every lookup); the old path is an alias.
+    namespace = {"__init__": __init__, "__module__": task.__module__, "__qualname__": name, "__doc__": doc}
     return type(name, (task,), {**namespace, "aliases": (f"{module}.{name}",), "alias_of": task})
 
 
@@ -361,6 +362,7 @@ def task_from_spec(spec: dict[str, Any], source: str = "checkpoint hyper_paramet
 
     cls = stored_class(str(spec.get("class_path")), Task, registered_tasks(), f"{source}.class_path")
     try:
-        return cls(**spec.get("init_args", {}))
+        with stored():  # an earlier release's stored name loads quietly: the next save stores the current one
+            return cls(**spec.get("init_args", {}))
     except TypeError as err:
         raise ValueError(f"{source}.init_args: {err}") from None

@@ -9,7 +9,6 @@ by ``configure_gradient_clipping`` so that it also works with the fused AdamW un
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +36,7 @@ from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
 from bertkit.training.distillation import Distiller, Teacher
 from bertkit.training.nonfinite import NonFiniteLoss
 from bertkit.training.rng import rng_states, set_rng_states
+from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.io import atomic_path
 from bertkit.utils.precision import check_float32, native_bf16
 
@@ -656,9 +656,8 @@ def _the_task(task: Task | dict | None, head: Task | dict | None) -> Task:
     if head is not None and task is not None:
         raise ValueError("model.task and model.head: give the task once, as model.task")
     if isinstance(head, Task):
-        warnings.warn(
+        warn_deprecated(
             "model.head is release 0.1's name: give the task as model.task (class_path and init_args as before)",
-            DeprecationWarning,
             stacklevel=3,
         )
     task = task if task is not None else head

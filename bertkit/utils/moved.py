@@ -1,5 +1,5 @@
 """Module paths and names of release 0.1, importable for one more release with a
-``DeprecationWarning`` naming the new ones: ``from bertkit.heads import Head`` still works.
+``BertkitDeprecationWarning`` naming the new ones (``bertkit.utils.deprecation``): ``from bertkit.heads import Head`` still works.
 ``install`` adds the finder (``bertkit/__init__.py`` does); a package that took the name of a
 former module (``bertkit.model``, ``bertkit.data``, ``bertkit.inference``) forwards that module's
 names with ``forwarding``; a module whose classes were renamed gives their old names with
@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-import warnings
 from collections.abc import Callable
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
+
+from bertkit.utils.deprecation import warn_deprecated
 
 MOVED = {
     f"bertkit.{old}": f"bertkit.{new}"
@@ -58,7 +59,7 @@ MOVED = {
 
 
 def _warn(message: str) -> None:
-    warnings.warn(f"{message} (release 0.1's name, deprecated)", DeprecationWarning, stacklevel=3)
+    warn_deprecated(f"{message}: release 0.1's name", stacklevel=3)
 
 
 class _Forward(Loader):
