@@ -13,7 +13,8 @@ Sides, per task and seed, in this order:
   peft's rank-stabilised scaling (alpha / sqrt(r));
 - ``student``: MiniLM's first 2 layers (``model.num_layers``), the recipe's settings otherwise;
 - ``student-distilled``: the same student with ``model.teacher`` the ``full`` run's last
-  checkpoint (temperature 2, alpha 0.5).
+  checkpoint (``Teacher``'s defaults); ``student-distilled-a0.9-t1-h1`` …: with the alpha (``a``),
+  temperature (``t``) or hidden-state weight (``h``) named.
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
 ``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +46,17 @@ import torch
 from common import ROOT, write_result
 from provenance import header, started
 
+from bertkit.training.distillation import Teacher
+
 OUT = ROOT / "benchmarks" / "results" / "lora_distill.json"
 TASKS = {"ner": ("ner.yaml", "test/f1", {}), "sst2": ("sst2.yaml", "test/accuracy", {"data.test_file": "dev.tsv"})}
 SIDES = ("full", "lora-r8", "lora-r16", "student", "student-distilled")
 STUDENT_LAYERS = 2
+MIN_EPOCH_BATCHES = 438  # batches of 32 in an epoch of the smaller training set (eng.train's 14,041 sentences)
 TARGETS = {"qv": ["query", "value"], "attn": ["query", "key", "value"], "all": ["query", "key", "value", "dense"]}
 LORA_SIDE = re.compile(r"lora-r(\d+)(?:-(qv|attn|all))?")
+DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+)*)")
+TEACHER_SETTINGS = {"a": "alpha", "t": "temperature", "h": "hidden_weight"}
 
 
 def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[list[Path], dict[str, Any]]:
@@ -67,10 +74,21 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
         return [ROOT / "recipes" / "ner_lora.yaml"], settings
     if side.startswith("student"):
         settings: dict[str, Any] = {"model.num_layers": STUDENT_LAYERS}
-        if side == "student-distilled":
-            settings.update({"model.teacher.path": str(teacher), "model.teacher.temperature": 2.0})
+        distilled = DISTILLED_SIDE.fullmatch(side)
+        if distilled:
+            settings["model.teacher.path"] = str(teacher)
+            for part in filter(None, distilled[1].split("-")):
+                settings[f"model.teacher.{TEACHER_SETTINGS[part[0]]}"] = float(part[1:])
         return [], settings
     return [], {}
+
+
+def budget(batches: int) -> dict[str, Any]:
+    """The trainer settings that train ``batches`` batches: one epoch cut short (``limit_train_batches``),
+    or, for more, as many steps over whole epochs (``max_steps``: the schedule decays over them)."""
+    if batches <= MIN_EPOCH_BATCHES:
+        return {"trainer.max_epochs": 1, "trainer.limit_train_batches": batches}
+    return {"trainer.max_epochs": -1, "trainer.max_steps": batches}
 
 
 def sentences_per_second(run: Any, batches: int) -> float:
@@ -94,9 +112,10 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
 
     recipe, score, overrides = TASKS[task]
     extra, settings = side_settings(side, work / "full" / "checkpoints" / "last.ckpt", args)
+    batches = args.student_batches if side.startswith("student") and args.student_batches else args.batches
     overrides = {
         **overrides, **settings, "seed_everything": seed, "data.seed": seed, "data.batch_size": 32,
-        "trainer.max_epochs": 1, "trainer.limit_train_batches": args.batches, "trainer.limit_val_batches": 0,
+        **budget(batches), "trainer.limit_val_batches": 0,
         "trainer.enable_progress_bar": False, "trainer.default_root_dir": str(work / side), "trainer.logger": False,
     }  # fmt: skip
     stamps: list[tuple[float, int]] = []
@@ -144,6 +163,7 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--student-batches", type=int, help="the student sides' batches (default: --batches)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--speed-batches", type=int, default=16)
     parser.add_argument("--sides", nargs="+", default=list(SIDES), help="sides to run, in order (%(default)s)")
@@ -158,10 +178,12 @@ def main() -> None:
         return
     provenance = started("lora_distill.py")
     for side in args.sides:
-        if side not in SIDES and not LORA_SIDE.fullmatch(side):
-            parser.error(f"--sides {side}: expected one of {SIDES} or lora-r<rank>-<qv|attn|all>")
-    if "student-distilled" in args.sides and "full" not in args.sides:
-        parser.error("--sides student-distilled needs full (its teacher) before it")
+        if side not in SIDES and not LORA_SIDE.fullmatch(side) and not DISTILLED_SIDE.fullmatch(side):
+            parser.error(
+                f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> or student-distilled-a<alpha>-t<T>-h<w>"
+            )
+    if any(DISTILLED_SIDE.fullmatch(s) for s in args.sides) and "full" not in args.sides:
+        parser.error("--sides student-distilled… needs full (its teacher) before it")
     runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in args.sides} for t in args.tasks}
     for task in args.tasks:
         for seed in args.seeds:
@@ -169,6 +191,7 @@ def main() -> None:
                 for side in args.sides:
                     command = [sys.executable, __file__, "--child", task, side, str(seed), work]
                     command += ["--batches", str(args.batches), "--warmup", str(args.warmup)]
+                    command += ["--student-batches", str(args.student_batches)] if args.student_batches else []
                     command += ["--speed-batches", str(args.speed_batches)]
                     command += ["--lora-lr", str(args.lora_lr)] if args.lora_lr is not None else []
                     command += ["--rslora"] if args.rslora else []
@@ -179,20 +202,21 @@ def main() -> None:
                     print(task, side, runs[task][side][-1], flush=True)
     table = {task: {side: summary(found) for side, found in sides.items()} for task, sides in runs.items()}
     for sides in table.values():
-        if not {"full", "student", "student-distilled"} <= sides.keys():
+        if not {"full", "student"} <= sides.keys():
             continue
-        teacher, hard, soft = (sides[s]["score_mean"] for s in ("full", "student", "student-distilled"))
-        sides["student-distilled"]["gap_closed"] = (
-            round((soft - hard) / (teacher - hard), 3) if teacher != hard else None
-        )
-        speed = sides["student-distilled"]["inference_sentences_per_s_median"]
-        sides["student-distilled"]["speed_up_over_teacher"] = round(
-            speed / sides["full"]["inference_sentences_per_s_median"], 2
-        )
+        teacher, hard = sides["full"]["score_mean"], sides["student"]["score_mean"]
+        for side in filter(DISTILLED_SIDE.fullmatch, sides):
+            soft = sides[side]["score_mean"]
+            sides[side]["gap_closed"] = round((soft - hard) / (teacher - hard), 3) if teacher != hard else None
+            sides[side]["share_of_teacher"] = round(soft / teacher, 3)
+            sides[side]["speed_up_over_teacher"] = round(
+                sides[side]["inference_sentences_per_s_median"] / sides["full"]["inference_sentences_per_s_median"], 2
+            )
     result = header("lora_distill", provenance["command"], provenance["commit"], repeats=len(args.seeds))
     result["settings"] = {
-        "batches": args.batches, "batch_size": 32, "warmup": args.warmup, "seeds": args.seeds,
-        "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS, "temperature": 2.0, "alpha": 0.5,
+        "batches": args.batches, "student_batches": args.student_batches or args.batches, "batch_size": 32, "warmup": args.warmup, "seeds": args.seeds,
+        "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS,
+        "teacher_defaults": {f.name: f.default for f in fields(Teacher) if f.name != "path"},
         "sides": args.sides, "lora_lr": args.lora_lr, "rslora": args.rslora,
     }  # fmt: skip
     result["tasks"] = table

@@ -13,7 +13,15 @@ import torch
 import transformers
 from bertkit_plugins.token_tagging import TokenClassification, TokenClassificationHead
 from bertkit_plugins.token_tagging.conll import Sentence
-from bertkit_plugins.token_tagging.crf import CRF, FORBIDDEN, allowed_moves, log_partition, path_score, viterbi
+from bertkit_plugins.token_tagging.crf import (
+    CRF,
+    FORBIDDEN,
+    allowed_moves,
+    log_marginals,
+    log_partition,
+    path_score,
+    viterbi,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,6 +105,49 @@ def test_viterbi_never_returns_a_sequence_the_scheme_forbids(scheme, seed, lengt
     for row in crf.decode(emissions, mask).tolist():
         named = [tags[i] for i in row if i >= 0]
         assert named and valid(named, scheme), named
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scheme=st.sampled_from(["IOB2", "BIOES"]),
+    seed=st.integers(0, 2**16),
+    lengths=st.lists(st.integers(0, 4), min_size=1, max_size=3),
+    free=st.booleans(),
+)
+def test_log_marginals_agree_with_enumeration(scheme, seed, lengths, free):
+    """Each position's marginal is the summed probability of the paths through its tag, by
+    enumerating every path; rows of any length (0 included) in one padded batch."""
+    tags = IOB2 if scheme == "IOB2" else BIOES[:5]
+    generator = torch.Generator().manual_seed(seed)
+    crf = CRF(tags, scheme)
+    with torch.no_grad():
+        for p in crf.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator))
+    n, width = len(tags), max(lengths)
+    emissions = torch.randn(len(lengths), max(width, 1), n, generator=generator) * 3
+    mask = torch.arange(max(width, 1)) < torch.tensor(lengths)[:, None]
+    free_start = torch.full((len(lengths),), free)
+    marginals = crf.log_marginals(emissions, mask, free_start)
+    transitions, start, end = crf.scores(free_start)
+    for row, k in enumerate(lengths):
+        assert (marginals[row, k:] == 0).all()
+        if k == 0:
+            continue
+        paths = torch.tensor(list(itertools.product(range(n), repeat=k))).reshape(-1, k)
+        padded = torch.zeros(len(paths), emissions.shape[1], dtype=torch.long)
+        padded[:, :k] = paths
+        scores = path_score(
+            emissions[row : row + 1].expand(len(paths), -1, -1), padded, mask[row : row + 1].expand(len(paths), -1),
+            transitions, start[row : row + 1].expand(len(paths), -1), end,
+        )  # fmt: skip
+        probability = scores.softmax(0)
+        for t in range(k):
+            expected = torch.zeros(n).index_add_(0, paths[:, t], probability)
+            torch.testing.assert_close(marginals[row, t].exp(), expected, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(torch.logsumexp(marginals, 2)[mask], torch.zeros(int(mask.sum())), atol=1e-5, rtol=0)
+    assert torch.equal(
+        log_marginals(emissions, mask, transitions, start, end), marginals
+    )  # the module's call is the function's
 
 
 def test_allowed_moves_follow_the_schemes():

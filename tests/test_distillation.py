@@ -257,15 +257,15 @@ def _features(draw_lengths: list[int], pairs: bool, seed: int) -> list[dict]:
 
 @settings(max_examples=6, deadline=None)
 @given(
-    head=st.sampled_from(["tags", "sentences", "spans"]),
+    head=st.sampled_from(["tags", "tags_crf", "sentences", "spans"]),
     lengths=st.lists(st.integers(4, 20), min_size=2, max_size=10),
     seed=st.integers(0, 1000),
     data=st.data(),
 )
 def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, lengths, seed, data):
     """Whatever features a batch holds, in any order and padding, duplicates included (and the
-    same ids scored at other tokens), the cache gives the teacher's targets of that batch, saved
-    and read back alike."""
+    same ids scored at other tokens, whose CRF marginals differ: other words), the cache gives the
+    teacher's targets of that batch, saved and read back alike."""
     from bertkit.data.collate import pad_batch
     from bertkit.training.teacher_cache import TeacherTargets
 
@@ -285,7 +285,9 @@ def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, le
         )
     collate = lambda part: pad_batch(part, 0, task.pad_values)  # noqa: E731
     cache = TeacherTargets.compute(teacher, features, collate)
-    assert len(cache) == len({tuple(f["input_ids"]) + tuple(f["token_type_ids"]) for f in features})
+    assert len(cache) == len(
+        {(*f["input_ids"], *f["token_type_ids"], None, *f.get("word_index", [])) for f in features}
+    )
     with tempfile.TemporaryDirectory() as tmp:
         cache.save(Path(tmp) / "t.safetensors")
         read = TeacherTargets.load(Path(tmp) / "t.safetensors")

@@ -38,11 +38,18 @@ PASS_BATCH = 64
 """Features of one length run together in the teacher's pass."""
 
 
-def feature_key(input_ids: Sequence[int] | torch.Tensor, token_type_ids: Sequence[int] | torch.Tensor | None) -> bytes:
-    """16 bytes naming what the teacher reads of a feature: its ids and segment ids (no padding)."""
+def feature_key(
+    input_ids: Sequence[int] | torch.Tensor,
+    token_type_ids: Sequence[int] | torch.Tensor | None,
+    word_index: Sequence[int] | torch.Tensor | None = None,
+) -> bytes:
+    """16 bytes naming what the teacher reads of a feature: its ids and segment ids (no padding),
+    and its words (``word_index``) where it has them: a CRF's targets depend on which sub-words
+    start a word ("1-0" is one word and "1 - 0" three, with the same ids)."""
     digest = hashlib.blake2b(np.asarray(input_ids, dtype=np.int64).tobytes(), digest_size=16)
-    if token_type_ids is not None:
-        digest.update(np.asarray(token_type_ids, dtype=np.int64).tobytes())
+    for part in (token_type_ids, word_index):
+        if part is not None:
+            digest.update(b"|" + np.asarray(part, dtype=np.int64).tobytes())
     return digest.digest()
 
 
@@ -79,7 +86,7 @@ class TeacherTargets:
             ValueError: the teacher's head names no targets.
         """
         if keys is None:
-            keys = [feature_key(f["input_ids"], f.get("token_type_ids")) for f in features]
+            keys = [feature_key(f["input_ids"], f.get("token_type_ids"), f.get("word_index")) for f in features]
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, feature in enumerate(features):
             by_length[len(feature["input_ids"])].append(i)
@@ -121,10 +128,12 @@ class TeacherTargets:
                 stored targets larger than the batch's.
         """
         ids, mask = batch["input_ids"].cpu(), batch["attention_mask"].cpu()
-        types = batch["token_type_ids"].cpu() if "token_type_ids" in batch else None
+        types, words = (batch[k].cpu() if k in batch else None for k in ("token_type_ids", "word_index"))
         found = []
         for b, n in enumerate(mask.sum(1).tolist()):
-            i = self.index.get(feature_key(ids[b, :n], None if types is None else types[b, :n]))
+            i = self.index.get(
+                feature_key(ids[b, :n], *(None if part is None else part[b, :n] for part in (types, words)))
+            )
             if i is None:
                 raise ValueError(
                     f"model.teacher.cache: training row {b} of a batch is no feature the teacher's pass saw: the "
@@ -174,7 +183,7 @@ def cached_targets(
     """The teacher's targets for ``features``: read from ``$BERTKIT_CACHE/teacher`` when a run of
     the same teacher files on the same features wrote them, else computed and written there.
     Returns (targets, file, whether it was read)."""
-    keys = [feature_key(f["input_ids"], f.get("token_type_ids")) for f in features]
+    keys = [feature_key(f["input_ids"], f.get("token_type_ids"), f.get("word_index")) for f in features]
     digest = hashlib.sha256(_files_identity(Path(teacher_path)))
     for key in keys:
         digest.update(key)

@@ -80,6 +80,32 @@ def log_partition(
     return torch.where(mask[:, 0], torch.logsumexp(alpha + end, dim=1), torch.zeros_like(alpha[:, 0]))
 
 
+def log_marginals(
+    emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor, start: torch.Tensor, end: torch.Tensor
+) -> torch.Tensor:
+    """log P(tag at position t = y | the sequence) by the forward-backward algorithm in log space,
+    with the arguments of ``log_partition``; differentiable (the student's side of posterior
+    distillation, Wang et al. 2020, "Structure-Level Knowledge Distillation For Multilingual
+    Sequence Labeling", §3.3).
+
+    Returns:
+        (B, L, num_tags): each position's log-marginals (each row's logsumexp is 0 on its
+        sequence's positions); 0 past a sequence's end.
+    """
+    length = emissions.shape[1]
+    alphas = [start + emissions[:, 0]]  # (B, num_tags) each: log-sum of the paths' scores ending on a tag at t
+    for t in range(1, length):
+        step = torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + emissions[:, t]
+        alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+    betas = [end.expand_as(alphas[-1])]  # log-sum of the scores of the rest of the path from a tag at t
+    for t in range(length - 2, -1, -1):
+        step = torch.logsumexp(transitions + (emissions[:, t + 1] + betas[0]).unsqueeze(1), dim=2)
+        betas.insert(0, torch.where(mask[:, t + 1 : t + 2], step, end.expand_as(step)))
+    forward, backward = torch.stack(alphas, 1), torch.stack(betas, 1)  # (B, L, num_tags)
+    log_z = torch.logsumexp(alphas[-1] + end, dim=1)  # (B,)
+    return torch.where(mask.unsqueeze(2), forward + backward - log_z[:, None, None], torch.zeros_like(forward))
+
+
 def path_score(
     emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor,
     start: torch.Tensor, end: torch.Tensor,
@@ -171,6 +197,12 @@ class CRF(nn.Module):
         return log_partition(emissions, mask, transitions, start, end) - path_score(
             emissions, tags, mask, transitions, start, end
         )
+
+    def log_marginals(
+        self, emissions: torch.Tensor, mask: torch.Tensor, free_start: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Each position's log-marginals (B, L, num_tags) (``log_marginals``); arguments as ``nll``'s."""
+        return log_marginals(emissions, mask, *self.scores(free_start))
 
     def decode(
         self, emissions: torch.Tensor, mask: torch.Tensor, free_start: torch.Tensor | None = None

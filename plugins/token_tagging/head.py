@@ -168,10 +168,23 @@ class TokenClassificationHead(Head):
 
     def distillation_targets(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, DistillationTarget]:
         """The tag distribution of each scored sub-word (a word's first; every sub-word with
-        ``label_all_subwords``): the logits, which with a CRF are its emissions. The teacher's
-        emissions, not its CRF marginals: they are per-token distributions the student's emissions
-        (what its own CRF reads) can match, and the transitions are learned from the labels."""
-        return {"logits": (outputs["logits"], batch["labels"] != -100)}
+        ``label_all_subwords``): without a CRF, its logits; with one, the CRF's log-marginals
+        of each word's tag (``CRF.log_marginals``) at its first sub-word, so that the student's
+        whole CRF (emissions and transitions) learns the teacher's posterior over tags: posterior
+        distillation (Wang et al. 2020, §3.3). Matching the teacher's emissions instead cost
+        the 2-layer student F1 (docs/distillation.md): a CRF's emissions are no distribution of
+        their own; the transitions carry part of each decision."""
+        if self.crf is None:
+            return {"logits": (outputs["logits"], batch["labels"] != -100)}
+        emissions, words, free_start = self._words(outputs["logits"], batch)
+        scored = words >= 0
+        marginals = self.crf.log_marginals(emissions, scored, free_start)  # (B, W, tags)
+        placed = torch.full_like(outputs["logits"], torch.finfo(torch.float32).min, dtype=marginals.dtype)
+        rows = torch.zeros(outputs["logits"].shape[:2], dtype=torch.bool, device=placed.device)
+        b, w = scored.nonzero(as_tuple=True)
+        placed[b, words[b, w]] = marginals[b, w]
+        rows[b, words[b, w]] = True
+        return {"marginals": (placed, rows)}
 
     @staticmethod
     def _words(logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
