@@ -57,13 +57,13 @@ def run_bertkit(
 ) -> subprocess.CompletedProcess:
     """Run ``bertkit ARGS`` in ``cwd``: the console script's ``bertkit.cli.main`` in this process
     (``in_process``: torch and Lightning are imported once per test process, not once per
-    command), or the console script in a new process (``fresh_process``: runs that spawn
-    processes from ``sys.argv`` (DDP), are killed, or need a new interpreter's ``sys.path``, as
-    any run given ``PYTHONPATH`` does)."""
+    command; ``PYTHONPATH`` in ``env`` goes before ``sys.path`` for the run), or the console
+    script in a new process (``fresh_process``: runs that spawn processes from ``sys.argv`` (DDP),
+    are killed, or serve)."""
     # Recipes fall back to the bundled sample: drop the real-data folder unless a test sets it.
     full_env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
     full_env.update({"PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})})
-    if fresh_process or "PYTHONPATH" in (env or {}):  # sys.path is set when a process starts
+    if fresh_process:
         exe = Path(sys.executable).with_name("bertkit")
         proc = subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900)
     else:
@@ -89,10 +89,13 @@ def run_bertkit_fresh(*args: str, **kwargs) -> subprocess.CompletedProcess:
 
 def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     """``bertkit.cli.main(args)`` as a new process would run it: in ``cwd`` with ``env``, plugins
-    loaded anew, warnings shown again, stdout and stderr (Lightning's log handlers included)
-    captured; the working directory, environment, random states, torch settings and run-folder
-    locks are restored or released afterwards."""
+    loaded anew, ``env``'s ``PYTHONPATH`` first on ``sys.path`` (its distributions' entry points
+    found, its modules imported, both forgotten afterwards), warnings shown again, stdout and
+    stderr (Lightning's log handlers included) captured; the working directory, environment,
+    random states, torch settings and run-folder locks are restored or released afterwards."""
+    import importlib
     import random
+    import traceback
     import warnings
     from contextlib import redirect_stderr, redirect_stdout
     from io import StringIO
@@ -115,6 +118,10 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
     streams = [h.stream for h in handlers]
     bertkit.plugins._pm = None  # entry points and BERTKIT_LOAD_PLUGINS are read anew, as at start-up
     bertkit.plugins._sources.clear()
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    imported = set(sys.modules)
+    sys.path[:0] = paths
+    importlib.invalidate_caches()
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -130,7 +137,18 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
                 code = main(args)
             except SystemExit as stop:
                 code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            except Exception:  # uncaught: the traceback and exit status 1, as the interpreter gives them
+                traceback.print_exc()
+                code = 1
     finally:
+        for path in paths:
+            sys.path.remove(path)
+        for name in set(sys.modules) - imported:  # the modules of PYTHONPATH: a new process would not have them
+            if any(str(getattr(sys.modules[name], "__file__", None) or "").startswith(p) for p in paths):
+                del sys.modules[name]
+        importlib.invalidate_caches()
+        bertkit.plugins._pm = None
+        bertkit.plugins._sources.clear()
         for handler, stream in zip(handlers, streams, strict=True):
             handler.setStream(stream)
         os.chdir(saved_cwd)

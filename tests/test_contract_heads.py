@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_bertkit_fresh
+from tests.conftest import ROOT, run_bertkit
 from tests.test_plugins import env_with, pip_install_target
 
 pytestmark = pytest.mark.slow  # plugins installed as distributions, run in new processes
@@ -99,10 +99,10 @@ def test_word_tagger_with_its_own_padded_key(site, tmp_path):
     config = recipe(tmp_path, "WordTaggingHead", {"train": "train.tags", "validation": "dev.tags", "test": "test.tags"})
     env = env_with(site, BERTKIT_LOAD_PLUGINS="word_tagger")
 
-    run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)
+    run_bertkit("fit", "--config", str(config), cwd=tmp_path, env=env)
     ckpt = torch.load(tmp_path / "checkpoints/last.ckpt", weights_only=True)
     assert ckpt["hyper_parameters"]["task"]["init_args"]["tags"] == ["COLOUR", "NUMBER", "O"]  # learned
-    run_bertkit_fresh(
+    run_bertkit(
         "predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "words.tags",
         cwd=tmp_path, env=env,
     )  # fmt: skip
@@ -119,8 +119,8 @@ def test_readme_score_head_trains_tests_and_predicts(site, tmp_path):
     config = recipe(tmp_path, "ScoreHead", {"train": "train.tsv", "validation": "test.tsv", "test": "test.tsv"})
     env = env_with(site, BERTKIT_LOAD_PLUGINS="score_head")
 
-    run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)  # (bertkit test: test_plugin_api's task)
-    run_bertkit_fresh(
+    run_bertkit("fit", "--config", str(config), cwd=tmp_path, env=env)  # (bertkit test: test_plugin_api's task)
+    run_bertkit(
         "predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "texts.txt",
         cwd=tmp_path, env=env,
     )  # fmt: skip

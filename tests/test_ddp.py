@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, run_bertkit, run_bertkit_fresh
 from tests.test_qa_train import toy_squad
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]  # two processes each (DDP)
@@ -30,10 +30,10 @@ def written_scores(run_folder: Path, command: str) -> dict[str, float]:
 def fit_then_validate_on_one_and_two(args: list[str], cwd: Path, run: str) -> tuple[dict, dict]:
     """Fit two steps, then the validation scores of ``last.ckpt`` on 1 and on 2 processes
     (without ``val/loss``: a mean of per-process means, not the 1-process mean)."""
-    run_bertkit_fresh("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=cwd)
+    run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=cwd)
     scores = []
-    for processes in ([], TWO):
-        run_bertkit_fresh("validate", *args, "--ckpt_path=last", *processes, cwd=cwd)
+    for processes in ([], TWO):  # one process in this one; two launched anew (DDP starts them from sys.argv)
+        run_bertkit("validate", *args, "--ckpt_path=last", *processes, cwd=cwd, fresh_process=bool(processes))
         scores.append(
             {k: v for k, v in written_scores(cwd / f"runs/{run}", "validate").items() if not k.endswith("loss")}
         )
@@ -50,7 +50,7 @@ def ner_run(sample_run, tmp_path):
 def test_ner_scores_on_two_processes_match_one(ner_run, stage):
     args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
     prefix = "val/" if stage == "validate" else "test/"
-    run_bertkit_fresh(stage, *args, cwd=ner_run)
+    run_bertkit(stage, *args, cwd=ner_run)
     one = written_scores(ner_run / "runs/ner", stage)
     run_bertkit_fresh(stage, *args, *TWO, cwd=ner_run)
     two = written_scores(ner_run / "runs/ner", stage)
@@ -62,7 +62,7 @@ def test_ner_scores_on_two_processes_match_one(ner_run, stage):
 def test_ner_predict_on_two_processes_writes_what_one_does(ner_run):
     args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
     out = ner_run / "runs/ner/predictions.jsonl"
-    run_bertkit_fresh("predict", *args, cwd=ner_run)
+    run_bertkit("predict", *args, cwd=ner_run)
     single = out.read_text()
     run_bertkit_fresh("predict", *args, *TWO, cwd=ner_run)
     assert out.read_text() == single and len(single.splitlines()) > 50
@@ -83,7 +83,7 @@ def test_squad_windows_split_across_processes_give_the_same_answers(tmp_path):
 
     predict = [*args, "--ckpt_path=last", "--data.predict_file=dev.json"]
     out = tmp_path / "runs/squad/predictions.jsonl"
-    run_bertkit_fresh("predict", *predict, cwd=tmp_path)
+    run_bertkit("predict", *predict, cwd=tmp_path)
     single = out.read_text()
     run_bertkit_fresh("predict", *predict, *TWO, cwd=tmp_path)
     assert out.read_text() == single and len(single.splitlines()) == 9
@@ -124,6 +124,6 @@ def test_new_ner_options_train_and_score_on_two_processes_as_on_one(tmp_path, op
     rows = list(csv.DictReader((folder / "logs/version_0/metrics.csv").open()))
     # losses (the loss and its parts) are each process's mean, then their mean: not one pass's mean
     two = {k: float(v) for row in rows for k, v in row.items() if k.startswith("val/") and not k.endswith("loss") and v}
-    run_bertkit_fresh("validate", *args, "--ckpt_path=last", cwd=tmp_path)
+    run_bertkit("validate", *args, "--ckpt_path=last", cwd=tmp_path)
     one = {k: v for k, v in written_scores(folder, "validate").items() if not k.endswith("loss")}
     assert "val/f1" in one and len(one) > 10 and one == pytest.approx(two)

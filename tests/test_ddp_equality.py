@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, run_bertkit
 from tests.test_qa_train import toy_squad
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]
@@ -67,11 +67,11 @@ def fit(folder: Path, recipe: Path, args: list[str], layout: list[str]) -> tuple
     """Fit 3 steps in ``folder``, validating after the third; the per-step losses, the final
     weights and the validation scores (all but the losses: see ``test_ddp.py``)."""
     folder.mkdir()
-    run_bertkit_fresh(
+    run_bertkit(  # one process in this one; two launched anew (DDP starts them from sys.argv)
         "fit", "--config", str(recipe), *TINY, *args, "--trainer.enable_progress_bar=false", *layout,
         "--trainer.max_steps=3", "--trainer.val_check_interval=3", "--trainer.check_val_every_n_epoch=null",
         "--trainer.callbacks+=tests.equal.NoDropoutStepLosses", f"--trainer.callbacks.path={folder / 'losses'}",
-        cwd=folder, env={"PYTHONPATH": str(ROOT)},
+        cwd=folder, env={"PYTHONPATH": str(ROOT)}, fresh_process=any(a.startswith("--trainer.strategy") for a in layout),
     )  # fmt: skip
     last = next(folder.glob("runs/*/checkpoints/last.ckpt"))
     rows = list(csv.DictReader(next(folder.glob("runs/*/logs/version_0/metrics.csv")).open()))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import RECIPE, ROOT, free_port, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, free_port, run_bertkit
 from tests.test_ddp_equality import LOSS_TOLERANCE, WEIGHT_TOLERANCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]
@@ -59,7 +59,7 @@ def on_two_nodes(cwd: Path, *args: str) -> list[str]:
 def test_fit_and_test_on_two_nodes_of_two_processes(tmp_path):
     (tmp_path / "one").mkdir(), (tmp_path / "four").mkdir()
     one = tmp_path / "one"
-    run_bertkit_fresh(
+    run_bertkit(  # one process: in this one
         "fit", *COMMON, *FIT, f"--trainer.callbacks.path={one / 'losses'}", "--data.batch_size=8", cwd=one,
         env={"PYTHONPATH": str(ROOT)},
     )  # fmt: skip
@@ -83,7 +83,7 @@ def test_fit_and_test_on_two_nodes_of_two_processes(tmp_path):
     tested = on_two_nodes(four, "test", *COMMON, *NODES, "--ckpt_path=last")
     assert [out.count("test/f1") > 0 for out in tested] == [True, False]
     scores = json.loads((four / "runs/ner/test_scores.json").read_text())["scores"]
-    run_bertkit_fresh("test", *COMMON, "--ckpt_path=last", cwd=four)
+    run_bertkit("test", *COMMON, "--ckpt_path=last", cwd=four)
     alone = json.loads((four / "runs/ner/test_scores.json").read_text())["scores"]
     assert "test/f1" in alone and {k: v for k, v in scores.items() if not k.endswith("loss")} == pytest.approx(
         {k: v for k, v in alone.items() if not k.endswith("loss")}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import FAST, RECIPE, ROOT, run_bertkit_fresh
+from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
 from tests.test_contract_heads import recipe, score, score_files
 from tests.test_plugins import env_with, pip_install_target
 from tests.test_serve import _post, serving
@@ -43,16 +43,16 @@ def test_the_documented_task_trains_tests_predicts_exports_and_serves(site, tmp_
     config = recipe(tmp_path, "ScoreTask", files, key="task")
     env = env_with(site, BERTKIT_LOAD_PLUGINS="score_task")
 
-    run_bertkit_fresh("fit", "--config", str(config), cwd=tmp_path, env=env)
-    tested = run_bertkit_fresh("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env)
+    run_bertkit("fit", "--config", str(config), cwd=tmp_path, env=env)
+    tested = run_bertkit("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env)
     assert score(tested.stdout, "test/score") < 0.5  # the colour count varies by about 1.3 (variance ~1.6)
     predict = ["predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "texts.txt"]
-    run_bertkit_fresh(*predict, cwd=tmp_path, env=env)
+    run_bertkit(*predict, cwd=tmp_path, env=env)
     records = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
     assert [r["text"] for r in records] == texts and records[0]["score"] > records[1]["score"] + 1
 
     export = ["export", str(tmp_path / "checkpoints" / "last.ckpt"), "export", "--onnx", "false"]
-    run_bertkit_fresh(*export, cwd=tmp_path, env=env)
+    run_bertkit(*export, cwd=tmp_path, env=env)
     import transformers
 
     hf = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "export").eval()
@@ -87,8 +87,8 @@ def test_the_documented_family_loads_fine_tunes_and_exports_a_camembert_director
     env = env_with(site, BERTKIT_LOAD_PLUGINS="camembert")
     overlay = ROOT / "recipes" / "roberta.yaml"
     fit = ["fit", "--config", str(RECIPE), "--config", str(overlay), f"--model.pretrained={tmp_path / 'camembert'}"]
-    run_bertkit_fresh(*fit, *FAST, cwd=tmp_path, env=env)
-    run_bertkit_fresh("export", "runs/ner/checkpoints/last.ckpt", "export", "--onnx=false", cwd=tmp_path, env=env)
+    run_bertkit(*fit, *FAST, cwd=tmp_path, env=env)
+    run_bertkit("export", "runs/ner/checkpoints/last.ckpt", "export", "--onnx=false", cwd=tmp_path, env=env)
     exported = json.loads((tmp_path / "export" / "config.json").read_text())
     assert exported["model_type"] == "camembert" and exported["architectures"] == ["CamembertForTokenClassification"]
     hf, info = transformers.CamembertForTokenClassification.from_pretrained(

@@ -16,7 +16,7 @@ import pytest
 
 import bertkit
 from bertkit.plugins import PluginError, PluginWarning, register_plugin, registered, unregister_plugin
-from tests.conftest import FAST, RECIPE, ROOT, run_bertkit_fresh
+from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
 
 FIXTURES = ROOT / "tests" / "fixtures"
 BUILTIN = {
@@ -66,7 +66,7 @@ def env_with(site: Path, **extra: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
-    proc = run_bertkit_fresh("plugins", "--json", cwd=tmp_path, env=env_with(site))
+    proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site))
     infos = {p["name"]: p for p in json.loads(proc.stdout)}
     demo = infos["demo_head"]
     assert demo["distribution"] == "bertkit-demo-head" and demo["version"] == "0.3.1"
@@ -83,15 +83,15 @@ def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
 
 @pytest.mark.slow
 def test_load_env_narrows_third_party_plugins(site, tmp_path):
-    proc = run_bertkit_fresh("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
+    proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
     names = {p["name"] for p in json.loads(proc.stdout)}
     assert names == BUILTIN | {"demo_head"} and "broken_import" not in proc.stderr
-    proc = run_bertkit_fresh("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS=""))
+    proc = run_bertkit("plugins", "--json", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS=""))
     assert {p["name"] for p in json.loads(proc.stdout)} == BUILTIN
 
 
 def test_strict_mode_makes_a_broken_plugin_an_error(site, tmp_path):
-    proc = run_bertkit_fresh("plugins", cwd=tmp_path, env=env_with(site, BERTKIT_STRICT_PLUGINS="1"), check=False)
+    proc = run_bertkit("plugins", cwd=tmp_path, env=env_with(site, BERTKIT_STRICT_PLUGINS="1"), check=False)
     assert proc.returncode != 0 and "PluginError" in proc.stderr and "broken_import" in proc.stderr
 
 
@@ -103,7 +103,7 @@ def test_recipe_uses_third_party_task_by_short_name(site, tmp_path):
         "      entity_types: [PER, LOC, ORG, MISC]\n      hidden_units: 16\n"
     )
     args = ["fit", "--config", str(RECIPE), "--config", str(recipe), *FAST, "--trainer.limit_val_batches=0"]
-    run_bertkit_fresh(*args, cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
+    run_bertkit(*args, cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
     import torch
 
     ckpt = torch.load(tmp_path / "runs/ner/checkpoints/last.ckpt", weights_only=True)
@@ -117,7 +117,7 @@ def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
     recipe.write_text(
         "plugins: [bertkit_demo_head]\nmodel:\n  task:\n    class_path: MLPTokenClassification\n    init_args:\n      entity_types: [PER]\n"
     )
-    proc = run_bertkit_fresh(
+    proc = run_bertkit(
         "fit", "--config", str(recipe), "--print_config", cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="")
     )
     assert "class_path: bertkit_demo_head.MLPTokenClassification" in proc.stdout
@@ -125,15 +125,16 @@ def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
     env = env_with(site, BERTKIT_LOAD_PLUGINS="")
     recipe.write_text(recipe.read_text().replace("[PER]", "[PER, LOC, ORG, MISC]"))
     fit = ["fit", "--config", str(RECIPE), "--config", str(recipe), *FAST, "--trainer.limit_val_batches=0"]
-    run_bertkit_fresh(*fit, cwd=tmp_path, env=env)
+    run_bertkit(*fit, cwd=tmp_path, env=env)
     last = str(tmp_path / "runs/ner/checkpoints/last.ckpt")
-    proc = run_bertkit_fresh("export", last, "out", "--onnx", "false", cwd=tmp_path, env=env, check=False)
+    # a new process, which has not imported the plugin (this one has, for the fit)
+    proc = run_bertkit("export", last, "out", "--onnx", "false", cwd=tmp_path, env=env, check=False, fresh_process=True)
     assert proc.returncode == 2 and "--plugins bertkit_demo_head (any bertkit command)" in proc.stderr
-    run_bertkit_fresh("export", last, "out", "--onnx", "false", "--plugins", "bertkit_demo_head", cwd=tmp_path, env=env)
+    run_bertkit("export", last, "out", "--onnx", "false", "--plugins", "bertkit_demo_head", cwd=tmp_path, env=env)
     assert (tmp_path / "out/config.json").is_file()
     missing = tmp_path / "missing.yaml"
     missing.write_text("plugins: [no_such_plugin_module]\n")
-    proc = run_bertkit_fresh("fit", "--config", str(missing), cwd=tmp_path, check=False)
+    proc = run_bertkit("fit", "--config", str(missing), cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "'no_such_plugin_module' listed in the recipe or --plugins cannot" in proc.stderr
 
 

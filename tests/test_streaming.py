@@ -85,26 +85,28 @@ def _indices(batch: list[dict]) -> list[int]:
     return [int(f["index"]) for f in batch]
 
 
-def _share(rank: int, world: int, port: int, location: str, batch_size: int, workers: int, out: str) -> None:
-    """One process of the DDP test: two epochs of its streamed share, a gradient-like all-reduce
-    after every batch (a process with fewer batches would leave the others waiting)."""
+def _share(rank: int, world: int, port: int, cases: list[tuple[str, int, int]], out: str) -> None:
+    """One process of the DDP test, for each case (chunk folder, batch size, loader workers): two
+    epochs of its streamed share, a gradient-like all-reduce after every batch (a process with
+    fewer batches would leave the others waiting)."""
     import torch.distributed as dist
 
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
     )
-    features = StreamedFeatures(location)
-    features.for_training(True, seed=0)
-    loader = features.training_loader(batch_size, collate_fn=_indices, num_workers=workers)
-    epochs = []
-    for _ in range(2):
-        batches = []
-        for batch in loader:
-            batches.append(batch)
-            dist.all_reduce(torch.ones(1))
-        epochs.append(batches)
-    Path(out, f"{rank}.json").write_text(json.dumps({"epochs": epochs, "length": len(loader)}))
-    dist.barrier()
+    for case, (location, batch_size, workers) in enumerate(cases):
+        features = StreamedFeatures(location)
+        features.for_training(True, seed=0)
+        loader = features.training_loader(batch_size, collate_fn=_indices, num_workers=workers)
+        epochs = []
+        for _ in range(2):
+            batches = []
+            for batch in loader:
+                batches.append(batch)
+                dist.all_reduce(torch.ones(1))
+            epochs.append(batches)
+        Path(out, f"{case}-{rank}.json").write_text(json.dumps({"epochs": epochs, "length": len(loader)}))
+        dist.barrier()
     dist.destroy_process_group()
 
 
@@ -114,31 +116,35 @@ def _chunk_of(sizes: tuple[int, ...], chunk: int):
         yield {"index": start + i, "input_ids": np.arange(3 + i % 5, dtype=np.int32)}
 
 
+SHARE_CASES = [((10, 10, 7), 4, 0), ((9, 4, 12, 7, 5), 3, 2)]  # 3 chunks; 4 chunks, 2 loader workers each
+
+
 @pytest.mark.slow
 @pytest.mark.ddp
-@pytest.mark.parametrize(
-    ("sizes", "batch_size", "workers"),
-    [((10, 10, 7), 4, 0), ((9, 4, 12, 7, 5), 3, 2)],  # 3 chunks on 2 processes; 4 chunks, 2 loader workers each
-)
-def test_processes_read_disjoint_equal_shares_of_chunks_that_do_not_divide(tmp_path, sizes, batch_size, workers):
+def test_processes_read_disjoint_equal_shares_of_chunks_that_do_not_divide(tmp_path):
+    """Each case on the same two processes (one start of each)."""
     from functools import partial
 
     import torch.multiprocessing as mp
 
-    location = tmp_path / "chunks"
-    written = write_chunks(
-        partial(_chunk_of, sizes), range(len(sizes)), location, chunk_size=max(sizes), expected=sum(sizes)
-    )
-    assert written == sum(sizes) and len(list(location.glob("chunk-*.bin"))) == -(-sum(sizes) // max(sizes)) >= 3
-    mp.spawn(_share, args=(2, free_port(), str(location), batch_size, workers, str(tmp_path)), nprocs=2, join=True)
-    ranks = [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)]
-    assert ranks[0]["length"] == ranks[1]["length"] == len(ranks[0]["epochs"][0])
-    for epoch in range(2):
-        shares = [[i for batch in r["epochs"][epoch] for i in batch] for r in ranks]
-        assert len(shares[0]) == len(shares[1])  # equal shares: the all-reduce after each batch never waited
-        assert not set(shares[0]) & set(shares[1])  # no item read by both
-        assert all(len(set(s)) == len(s) and set(s) <= set(range(sum(sizes))) for s in shares)
-        assert sum(sizes) - 2 * len(shares[0]) < 2 * max(workers, 1) * batch_size  # drop_last leaves out a remainder
+    cases = []
+    for case, (sizes, batch_size, workers) in enumerate(SHARE_CASES):
+        location = tmp_path / f"chunks{case}"
+        written = write_chunks(
+            partial(_chunk_of, sizes), range(len(sizes)), location, chunk_size=max(sizes), expected=sum(sizes)
+        )
+        assert written == sum(sizes) and len(list(location.glob("chunk-*.bin"))) == -(-sum(sizes) // max(sizes)) >= 3
+        cases.append((str(location), batch_size, workers))
+    mp.spawn(_share, args=(2, free_port(), cases, str(tmp_path)), nprocs=2, join=True)
+    for case, (sizes, batch_size, workers) in enumerate(SHARE_CASES):
+        ranks = [json.loads((tmp_path / f"{case}-{r}.json").read_text()) for r in range(2)]
+        assert ranks[0]["length"] == ranks[1]["length"] == len(ranks[0]["epochs"][0])
+        for epoch in range(2):
+            shares = [[i for batch in r["epochs"][epoch] for i in batch] for r in ranks]
+            assert len(shares[0]) == len(shares[1])  # equal shares: the all-reduce after each batch never waited
+            assert not set(shares[0]) & set(shares[1])  # no item read by both
+            assert all(len(set(s)) == len(s) and set(s) <= set(range(sum(sizes))) for s in shares)
+            assert sum(sizes) - 2 * len(shares[0]) < 2 * max(workers, 1) * batch_size  # drop_last leaves a remainder
 
 
 PRETRAIN_STREAMED = [a for a in PRETRAIN if not a.startswith("--trainer.max_steps")] + ["--trainer.max_steps=12"]

@@ -100,8 +100,8 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
         "trainer.limit_train_batches: 2\n"
     )  # max_length 0 fails: a failed trial must not stop the study; a plain value is fixed
     tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--seed", "3"]
-    run_bertkit(*tune, "--trials", "2", cwd=tmp_path, fresh_process=True)
-    run_bertkit(*tune, "--trials", "3", cwd=tmp_path, fresh_process=True)  # resumes: one more
+    run_bertkit(*tune, "--trials", "2", cwd=tmp_path)
+    run_bertkit(*tune, "--trials", "3", cwd=tmp_path)  # resumes: one more
     out = tmp_path / "runs" / "tune"
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert [r["number"] for r in rows] == ["0", "1", "2"]
