@@ -14,7 +14,8 @@ Sides, per task and seed, in this order:
 - ``student``: MiniLM's first 2 layers (``model.num_layers``), the recipe's settings otherwise;
 - ``student-distilled``: the same student with ``model.teacher`` the ``full`` run's last
   checkpoint (``Teacher``'s defaults); ``student-distilled-a0.9-t1-h1`` …: with the alpha (``a``),
-  temperature (``t``) or hidden-state weight (``h``) named.
+  temperature (``t``) or hidden-state weight (``h``) named, ``-c``: the teacher's targets cached.
+  ``--student-batches``: the student sides' budget, when it is not the teacher's.
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
 ``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
@@ -55,7 +56,7 @@ STUDENT_LAYERS = 2
 MIN_EPOCH_BATCHES = 438  # batches of 32 in an epoch of the smaller training set (eng.train's 14,041 sentences)
 TARGETS = {"qv": ["query", "value"], "attn": ["query", "key", "value"], "all": ["query", "key", "value", "dense"]}
 LORA_SIDE = re.compile(r"lora-r(\d+)(?:-(qv|attn|all))?")
-DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+)*)")
+DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+|-c)*)")
 TEACHER_SETTINGS = {"a": "alpha", "t": "temperature", "h": "hidden_weight"}
 
 
@@ -78,7 +79,10 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
         if distilled:
             settings["model.teacher.path"] = str(teacher)
             for part in filter(None, distilled[1].split("-")):
-                settings[f"model.teacher.{TEACHER_SETTINGS[part[0]]}"] = float(part[1:])
+                if part == "c":
+                    settings["model.teacher.cache"] = True
+                else:
+                    settings[f"model.teacher.{TEACHER_SETTINGS[part[0]]}"] = float(part[1:])
         return [], settings
     return [], {}
 
@@ -180,7 +184,7 @@ def main() -> None:
     for side in args.sides:
         if side not in SIDES and not LORA_SIDE.fullmatch(side) and not DISTILLED_SIDE.fullmatch(side):
             parser.error(
-                f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> or student-distilled-a<alpha>-t<T>-h<w>"
+                f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> or student-distilled-a<alpha>-t<T>-h<w>-c"
             )
     if any(DISTILLED_SIDE.fullmatch(s) for s in args.sides) and "full" not in args.sides:
         parser.error("--sides student-distilled… needs full (its teacher) before it")
