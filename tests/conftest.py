@@ -27,8 +27,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """Nothing downloads: the Hugging Face Hub is offline for the tests and the processes they
     start (tests that resolve Hub ids lay out a cache). Under xdist, each worker (and the
     processes its tests start) uses its share of the cores: torch's default of every core per
-    process would make the workers fight over them."""
+    process would make the workers fight over them. ``BERTKIT_DATA_DIR`` names the real data
+    (``DATA``, read above) and is then taken out of the environment: a recipe a test runs reads
+    the bundled sample, as on a user's first day, whether or not the variable is set (with it, a
+    notebook trained on all of CoNLL-2003)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.pop("BERTKIT_DATA_DIR", None)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch

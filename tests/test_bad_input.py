@@ -386,7 +386,6 @@ if not torch.cuda.is_available():
 @pytest.fixture
 def in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)
     monkeypatch.delenv("BERTKIT_DEBUG", raising=False)
     return tmp_path
 

@@ -15,10 +15,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_executes(path, tmp_path, monkeypatch):
-    monkeypatch.delenv(
-        "BERTKIT_DATA_DIR", raising=False
-    )  # the kernel's recipes read the bundled sample, as a new user's
+def test_notebook_executes(path, tmp_path):
     notebook = nbformat.read(path, as_version=4)
     work = tmp_path / "notebooks"
     work.mkdir()

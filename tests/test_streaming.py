@@ -167,10 +167,8 @@ def test_streamed_pretraining_killed_inside_an_epoch_resumes_exactly(tmp_path, p
 
 
 @pytest.mark.slow
-def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path, monkeypatch):
+def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path):
     from bertkit import compose
-
-    monkeypatch.delenv("BERTKIT_DATA_DIR", raising=False)  # the bundled sample, as run_bertkit's runs read
 
     tiny = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
     out = tmp_path / "train-chunks"
