@@ -32,7 +32,8 @@ def pytest_configure(config: pytest.Config) -> None:
     the bundled sample, as on a user's first day, whether or not the variable is set (with it, a
     notebook trained on all of CoNLL-2003)."""
     os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.pop("BERTKIT_DATA_DIR", None)
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        os.environ.pop("BERTKIT_DATA_DIR", None)  # where tests run: xdist's workers have read it
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch
