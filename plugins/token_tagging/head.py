@@ -171,9 +171,9 @@ class TokenClassificationHead(Head):
         ``label_all_subwords``): without a CRF, its logits; with one, the CRF's log-marginals
         of each word's tag (``CRF.log_marginals``) at its first sub-word, so that the student's
         whole CRF (emissions and transitions) learns the teacher's posterior over tags: posterior
-        distillation (Wang et al. 2020, §3.3). Matching the teacher's emissions instead cost
-        the 2-layer student F1 (docs/distillation.md): a CRF's emissions are no distribution of
-        their own; the transitions carry part of each decision."""
+        distillation (Wang et al. 2020, §3.3): a CRF's emissions are no distribution of the
+        tags, its transitions carry part of each decision (docs/distillation.md has what each
+        gave the 2-layer student)."""
         if self.crf is None:
             return {"logits": (outputs["logits"], batch["labels"] != -100)}
         emissions, words, free_start = self._words(outputs["logits"], batch)
