@@ -175,6 +175,7 @@ def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_h
     assert (tmp_path / "out/model.safetensors").is_file() and not (tmp_path / "out/model.onnx").exists()
 
 
+@pytest.mark.slow
 def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path, caplog):
     from huggingface_hub import ModelCard
 
@@ -214,6 +215,7 @@ def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path, caplog):
     assert "test_scores.json: not a bertkit test scores file" in caplog.text
 
 
+@pytest.mark.slow
 def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, tmp_path):
     """``pipeline(model=export, trust_remote_code=True)`` runs the export's own pipeline
     (``crf_pipeline.py``): the entities ``bertkit predict`` finds, by type and character span;

@@ -403,6 +403,7 @@ def test_serve_routes_follow_the_backend_and_embed_option(ner_checkpoint: Path) 
         assert server(str(ner_checkpoint), precision=precision).model_metadata["precision"] == precision
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
     """``GET /`` in headless Chromium: type the key and two lines, run, read the marks."""
@@ -475,6 +476,7 @@ def predictor_answers(predictor: Predictor) -> Callable[[str, Any], Any]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.parametrize("kind", ["qa", "sequence"])
 def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
@@ -508,6 +510,7 @@ def test_the_page_marks_the_answer_and_draws_label_bars(kind: str) -> None:
             assert page.get_attribute(".labels .bar.chosen", "data-label") == record["label"]
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_the_page_draws_nested_entities_inside_each_other() -> None:
     text = "the IL-9 gene in U938 T cells"
