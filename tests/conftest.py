@@ -65,9 +65,7 @@ def run_bertkit(
     command; ``PYTHONPATH`` in ``env`` goes before ``sys.path`` for the run), or the console
     script in a new process (``fresh_process``: runs that spawn processes from ``sys.argv`` (DDP),
     are killed, or serve)."""
-    # Recipes fall back to the bundled sample: drop the real-data folder unless a test sets it.
-    full_env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
-    full_env.update({"PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})})
+    full_env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
     if fresh_process:
         exe = Path(sys.executable).with_name("bertkit")
         proc = subprocess.run([str(exe), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=900)

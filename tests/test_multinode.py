@@ -32,7 +32,7 @@ NODES = ["--trainer.num_nodes=2", "--trainer.devices=2", "--trainer.strategy=ddp
 def on_two_nodes(cwd: Path, *args: str) -> list[str]:
     """``bertkit ARGS`` under torchrun on two nodes of two processes; each node's output."""
     bin_dir = Path(sys.executable).parent
-    env = {**{k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"  # where --no-python finds the bertkit script
     port = free_port()
     launch = [

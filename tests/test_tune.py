@@ -213,7 +213,7 @@ def _workers(tmp_path: Path, storage: str, seeds: tuple[int, ...]) -> list[subpr
     tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
     exe = Path(sys.executable).with_name("bertkit")
-    env = {k: v for k, v in os.environ.items() if k != "BERTKIT_DATA_DIR"}
+    env = dict(os.environ)
     tune = [str(exe), "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", "3"]
     workers = [
         subprocess.Popen(

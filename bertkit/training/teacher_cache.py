@@ -53,6 +53,11 @@ def feature_key(
     return digest.digest()
 
 
+def feature_keys(features: Sequence[Feature]) -> list[bytes]:
+    """The ``feature_key`` of each of ``features``."""
+    return [feature_key(f["input_ids"], f.get("token_type_ids"), f.get("word_index")) for f in features]
+
+
 class TeacherTargets:
     """Every training feature's distillation targets, by ``feature_key``.
 
@@ -86,7 +91,7 @@ class TeacherTargets:
             ValueError: the teacher's head names no targets.
         """
         if keys is None:
-            keys = [feature_key(f["input_ids"], f.get("token_type_ids"), f.get("word_index")) for f in features]
+            keys = feature_keys(features)
         by_length: dict[int, list[int]] = defaultdict(list)
         for i, feature in enumerate(features):
             by_length[len(feature["input_ids"])].append(i)
@@ -183,7 +188,7 @@ def cached_targets(
     """The teacher's targets for ``features``: read from ``$BERTKIT_CACHE/teacher`` when a run of
     the same teacher files on the same features wrote them, else computed and written there.
     Returns (targets, file, whether it was read)."""
-    keys = [feature_key(f["input_ids"], f.get("token_type_ids"), f.get("word_index")) for f in features]
+    keys = feature_keys(features)
     digest = hashlib.sha256(_files_identity(Path(teacher_path)))
     for key in keys:
         digest.update(key)

@@ -2,8 +2,10 @@
 for one more release and warns with ``BertkitDeprecationWarning``, whose message says what to use
 instead and the release that removes it (``REMOVED_IN``). pytest's model (``_pytest/deprecated.py``,
 ``PytestRemovedIn9Warning``): one warning class per removal release, so a user can turn exactly
-those into errors (``-W error::bertkit.utils.deprecation.BertkitRemovedIn03Warning``) before
-upgrading, and bertkit's own suite does (``pyproject.toml``), except in the tests that check them.
+those into errors before upgrading (``warnings.filterwarnings("error", category=...)``, or
+pytest's ``filterwarnings = error::bertkit.utils.deprecation.BertkitRemovedIn03Warning``; Python's
+own ``-W`` takes only built-in classes: ``-W error::FutureWarning``), and bertkit's own suite does
+(``pyproject.toml``), except in the tests that check them.
 
 The class is a ``FutureWarning``, which Python shows by default: ``DeprecationWarning`` is hidden
 outside ``__main__``, so a user running ``bertkit fit`` on an old recipe would never see it.

@@ -73,11 +73,20 @@ def log_partition(
     Returns:
         (B,) log Z; 0 for an empty sequence.
     """
-    alpha = start + emissions[:, 0]  # (B, num_tags)
-    for t in range(1, emissions.shape[1]):
-        step = torch.logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + emissions[:, t]
-        alpha = torch.where(mask[:, t : t + 1], step, alpha)
+    alpha = forward_scores(emissions, mask, transitions, start)[-1]
     return torch.where(mask[:, 0], torch.logsumexp(alpha + end, dim=1), torch.zeros_like(alpha[:, 0]))
+
+
+def forward_scores(
+    emissions: torch.Tensor, mask: torch.Tensor, transitions: torch.Tensor, start: torch.Tensor
+) -> list[torch.Tensor]:
+    """The forward algorithm's alphas, one (B, num_tags) per position: the log-sum of the scores
+    of the paths ending on each tag there (past a sequence's end, its last position's)."""
+    alphas = [start + emissions[:, 0]]
+    for t in range(1, emissions.shape[1]):
+        step = torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + emissions[:, t]
+        alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+    return alphas
 
 
 def log_marginals(
@@ -92,13 +101,9 @@ def log_marginals(
         (B, L, num_tags): each position's log-marginals (each row's logsumexp is 0 on its
         sequence's positions); 0 past a sequence's end.
     """
-    length = emissions.shape[1]
-    alphas = [start + emissions[:, 0]]  # (B, num_tags) each: log-sum of the paths' scores ending on a tag at t
-    for t in range(1, length):
-        step = torch.logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + emissions[:, t]
-        alphas.append(torch.where(mask[:, t : t + 1], step, alphas[-1]))
+    alphas = forward_scores(emissions, mask, transitions, start)
     betas = [end.expand_as(alphas[-1])]  # log-sum of the scores of the rest of the path from a tag at t
-    for t in range(length - 2, -1, -1):
+    for t in range(emissions.shape[1] - 2, -1, -1):
         step = torch.logsumexp(transitions + (emissions[:, t + 1] + betas[0]).unsqueeze(1), dim=2)
         betas.insert(0, torch.where(mask[:, t + 1 : t + 2], step, end.expand_as(step)))
     forward, backward = torch.stack(alphas, 1), torch.stack(betas, 1)  # (B, L, num_tags)
