@@ -48,7 +48,7 @@ def curve(log_dir: Path) -> list[dict[str, float]]:
     points = []
     for row in metrics(log_dir):
         if row.get("val/mlm_accuracy"):
-            point = {"step": int(row["step"]) + 1}
+            point = {"step": int(float(row["step"]))}
             for key in HELD_OUT:
                 if row.get(f"val/{key}"):
                     point[key] = float(row[f"val/{key}"])

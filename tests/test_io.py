@@ -81,7 +81,7 @@ def test_plots_are_written_beside_the_metrics(tmp_path):
     metrics = tmp_path / "metrics.csv"
     metrics.write_text(
         "epoch,step,train/loss,val/f1,val/f1_PER,val/f1_LOC,val/loss\n"
-        "0,9,1.5,,,,\n0,9,,0.4,0.5,0.3,1.2\n1,19,0.9,,,,\n1,19,,0.6,0.7,0.5,0.8\n"
+        "0,10,1.5,,,,\n0,10,,0.4,0.5,0.3,1.2\n1,20,0.9,,,,\n1,20,,0.6,0.7,0.5,0.8\n"
     )
     assert read_metrics(metrics)["val/f1"] == [(10, 0.4), (20, 0.6)]  # steps done, as progress lines count
     written = write_plots(metrics)

@@ -47,13 +47,20 @@ def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_p
     pytest.importorskip("tensorboard")
     mlflow = pytest.importorskip("mlflow")
     tiny_recipe(tmp_path)
+    steps = ["--trainer.limit_train_batches=6", "--trainer.val_check_interval=3", "--trainer.log_every_n_steps=1"]
     for name in ("tensorboard", "mlflow"):
         proc = run_bertkit(
             "fit", "--config", "tiny.yaml", "--config", str(TRACKERS / f"{name}.yaml"),
-            f"--trainer.default_root_dir=runs/{name}", cwd=tmp_path,
+            f"--trainer.default_root_dir=runs/{name}", *steps, "--trainer.enable_progress_bar=true", cwd=tmp_path,
         )  # fmt: skip
         assert f"logs: runs/{name}/logs/version_0 (metrics.csv, learning_curves.png" in proc.stdout
         assert "also logged to: " in proc.stdout
+        # One step numbering: the console's, the CSV logs' and the checkpoint's (the trackers' below)
+        assert [int(n) for n in re.findall(r"validation after step (\d+)", proc.stdout)] == [3, 6]
+        rows = list(csv.DictReader((tmp_path / f"runs/{name}/logs/version_0/metrics.csv").open()))
+        assert [int(r["step"]) for r in rows if r["val/f1"]] == [3, 6]
+        assert [int(r["step"]) for r in rows if r["train/loss"]] == [1, 2, 3, 4, 5, 6]
+        assert "last checkpoint at step 6" in proc.stdout
     assert list((tmp_path / "runs/tensorboard/bertkit/version_0").glob("events.out.tfevents.*"))
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
@@ -66,6 +73,8 @@ def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_p
         hparams.update(data.session_start_info.hparams)
         metrics += [m.name.tag for m in data.experiment.metric_infos]
     assert metrics == ["val/f1"]  # the HParams tab's metric: the monitored score
+    assert [e.step for e in events.Scalars("val/f1")] == [3, 6]
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4, 5, 6]
     assert hparams["trainer.max_epochs"].number_value == 1 and hparams["model.task.init_args.crf"].number_value == 1
     assert hparams["trainer.precision"].string_value == "32-true"
     client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -74,6 +83,7 @@ def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_p
     assert run.data.params["trainer.max_epochs"] == "1" and run.data.params["model.task.init_args.crf"] == "True"
     assert run.data.params["trainer.precision"] == "32-true" and "model.task.init_args.entity_types" in run.data.params
     assert run.info.run_id in proc.stdout
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "val/f1")] == [3, 6]
 
 
 @pytest.mark.slow

@@ -425,6 +425,7 @@ class BertModule(pl.LightningModule):
         tokens = batch["attention_mask"].sum().float()  # every process's, summed at the epoch's end
         self.log("train/tokens", tokens, reduce_fx="sum", on_step=False, on_epoch=True, sync_dist=True)
         loss = self._shared_step(batch, "train")["loss"]
+        self._log_step(self.global_step + 1, per_step=True)  # logged after this batch's optimizer step
         scaler = getattr(self.trainer.precision_plugin, "scaler", None)  # 16-mixed's GradScaler sets found_inf itself
         optimizer = self.trainer.optimizers[0] if self.trainer.optimizers and scaler is None else None
         if not self._nonfinite.update(loss, self.global_step, optimizer):
@@ -448,6 +449,10 @@ class BertModule(pl.LightningModule):
         loss waits for the GPU to finish its step, so they are read when the loggers read them,
         not after every step as Lightning's ``prog_bar`` values are."""
         return dict(self._progress)
+
+    @override
+    def on_train_epoch_end(self) -> None:
+        self._log_step(self.global_step)  # the epoch's totals (train/tokens) at its last step
 
     @override
     def on_train_end(self) -> None:
@@ -474,6 +479,16 @@ class BertModule(pl.LightningModule):
         shown = checkpoint.monitor if checkpoint is not None else None  # the score the run selects on
         for key, value in metrics.items():  # as floats: torchmetrics' MCC returns an integer 1 or 0 at the extremes
             self.log(f"{stage}/{key}", torch.as_tensor(value).float(), prog_bar=f"{stage}/{key}" == shown)
+        if stage == "val" and self.trainer.state.fn == "fit":
+            self._log_step(self.global_step)
+
+    def _log_step(self, steps: int, per_step: bool = False) -> None:
+        """Record metrics at ``steps``, the optimizer steps taken when they were computed: the
+        number the console, the fit summary and the checkpoints give (Lightning's loggers would
+        record the index of the step's batch, one less). Lightning reads a metric named ``step``
+        as the loggers' step and then adds no ``epoch``: it is logged beside it."""
+        self.log("step", float(steps), on_step=per_step, on_epoch=not per_step)
+        self.log("epoch", float(self.current_epoch), on_step=per_step, on_epoch=not per_step)
 
     def _to_int8(self) -> None:
         """Quantize the encoder's linear layers once, after the checkpoint's weights are loaded."""

@@ -18,13 +18,13 @@ PER_TYPE = re.compile(r"/(?:f1|precision|recall)_(?!macro$|micro$)")
 
 def read_metrics(metrics_csv: str | Path) -> dict[str, list[tuple[int, float]]]:
     """``{metric: [(steps, value), …]}`` from a CSVLogger ``metrics.csv`` (blank cells skipped);
-    ``steps`` counts the optimizer steps done when the value was logged, as progress lines and
-    the fit summary count them (Lightning's ``step`` column is the 0-based index of the last one).
+    ``steps`` counts the optimizer steps done when the value was logged, as progress lines, the
+    fit summary and the checkpoints count them (``BertModule`` logs it as the loggers' step).
     """
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
     with Path(metrics_csv).open(encoding="utf-8", newline="") as handle:
         for row in csv.DictReader(handle):
-            step = int(float(row.get("step") or 0)) + 1
+            step = int(float(row.get("step") or 0))
             for key, cell in row.items():
                 if key in ("step", "epoch") or not cell:
                     continue
