@@ -7,7 +7,10 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -91,26 +94,44 @@ def run_bertkit_fresh(*args: str, **kwargs) -> subprocess.CompletedProcess:
 
 
 def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """``bertkit.cli.main(args)`` as a new process would run it: in ``cwd`` with ``env``, plugins
-    loaded anew, ``env``'s ``PYTHONPATH`` first on ``sys.path`` (its distributions' entry points
-    found, its modules imported, both forgotten afterwards), warnings shown again, stdout and
-    stderr (Lightning's log handlers included) captured; the working directory, environment,
-    random states, torch settings and run-folder locks are restored or released afterwards."""
+    """``bertkit.cli.main(args)`` as a new process would run it (``isolated``): stdout and stderr
+    captured, an uncaught error's traceback and exit status 1 as the interpreter gives them."""
+    import traceback
+    from io import StringIO
+
+    from bertkit.cli import main
+
+    out, err = StringIO(), StringIO()
+    with isolated(cwd, env, out, err):
+        try:
+            code = main(args)
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        except Exception:  # uncaught: the traceback and exit status 1, as the interpreter gives them
+            traceback.print_exc()
+            code = 1
+    return subprocess.CompletedProcess(["bertkit", *args], code, out.getvalue(), err.getvalue())
+
+
+@contextmanager
+def isolated(cwd: Path, env: dict[str, str], out: IO[str], err: IO[str]) -> Iterator[None]:
+    """Run the block as a new process would: in ``cwd`` with ``env``, plugins loaded anew,
+    ``env``'s ``PYTHONPATH`` first on ``sys.path`` (its distributions' entry points found, its
+    modules imported, both forgotten afterwards), warnings shown again, stdout and stderr
+    (Lightning's log handlers included) written to ``out`` and ``err``; the working directory,
+    environment, random states, torch settings and run-folder locks are restored or released
+    afterwards."""
     import importlib
     import random
-    import traceback
     import warnings
     from contextlib import redirect_stderr, redirect_stdout
-    from io import StringIO
 
     import numpy as np
     import torch
 
     import bertkit.plugins
     import bertkit.training.run_folder
-    from bertkit.cli import main
 
-    out, err = StringIO(), StringIO()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     states = random.getstate(), np.random.get_state(), torch.get_rng_state()
     settings = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
@@ -136,13 +157,7 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
             warnings.showwarning = _to_stderr  # as a process prints them (pytest would record them)
             for handler, stream in zip(handlers, streams, strict=True):
                 handler.setStream(out if stream in (sys.stdout, sys.__stdout__) else err)
-            try:
-                code = main(args)
-            except SystemExit as stop:
-                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-            except Exception:  # uncaught: the traceback and exit status 1, as the interpreter gives them
-                traceback.print_exc()
-                code = 1
+            yield
     finally:
         for path in paths:
             sys.path.remove(path)
@@ -164,7 +179,6 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
         torch.use_deterministic_algorithms(settings[1])
         torch.set_float32_matmul_precision(matmul)
         bertkit.training.run_folder.release_all()
-    return subprocess.CompletedProcess(["bertkit", *args], code, out.getvalue(), err.getvalue())
 
 
 def _to_stderr(message, category, filename, lineno, file=None, line=None) -> None:

@@ -5,25 +5,32 @@
 last bit: the two layouts add the same numbers in another order (each process sums its half,
 then the all-reduce adds the halves), which moves float32 sums by a few units in the last place;
 Adam's update divides by the gradient's root mean square, so those differences stay relative
-(except where the gradient is zero, see ``NO_GRADIENT``)."""
+(except where the gradient is zero, see ``NO_GRADIENT``). Both sides run as a notebook runs a
+recipe (``bertkit.compose``, then ``trainer.fit``), the two processes forked from this one
+(``ddp_fork``, the launcher of Lightning's ``ddp_notebook``); ``tests/test_ddp.py`` and the
+two-node test run the command line's ``ddp``, whose processes start from ``sys.argv``."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import random
+from io import StringIO
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
-from tests.conftest import RECIPE, ROOT, run_bertkit
+from bertkit import compose
+from tests.conftest import RECIPE, ROOT, isolated
+from tests.equal import NoDropoutStepLosses
 from tests.test_qa_train import toy_squad
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]
 
 TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
-TWO = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 LOSS_TOLERANCE = 1e-5  # relative, per step
 WEIGHT_TOLERANCE = 1e-5  # absolute, every weight but NO_GRADIENT's
 # A softmax over positions does not change when every position's logit moves by the same amount,
@@ -63,16 +70,35 @@ HEADS = {  # recipe, arguments, data writer
 # process's random generator, so the discriminator's inputs differ with the number of processes.
 
 
-def fit(folder: Path, recipe: Path, args: list[str], layout: list[str]) -> tuple[list[float], dict, dict]:
-    """Fit 3 steps in ``folder``, validating after the third; the per-step losses, the final
-    weights and the validation scores (all but the losses: see ``test_ddp.py``)."""
+def as_overrides(args: list[str]) -> tuple[list[str], dict]:
+    """Command-line arguments (``--config FILE``, ``--key=value``) as ``compose``'s recipes and overrides."""
+    configs, overrides, given = [], {}, iter(args)
+    for arg in given:
+        if arg == "--config":
+            configs.append(next(given))
+        else:
+            key, value = arg.removeprefix("--").split("=", 1)
+            overrides[key] = yaml.safe_load(value)
+    return configs, overrides
+
+
+def fit(folder: Path, recipe: Path, args: list[str], processes: int) -> tuple[list[float], dict, dict]:
+    """Fit 3 steps of a global batch of 8 in ``folder`` on ``processes`` processes, validating
+    after the third; the per-step losses, the final weights and the validation scores (all but
+    the losses: see ``test_ddp.py``)."""
     folder.mkdir()
-    run_bertkit(  # one process in this one; two launched anew (DDP starts them from sys.argv)
-        "fit", "--config", str(recipe), *TINY, *args, "--trainer.enable_progress_bar=false", *layout,
-        "--trainer.max_steps=3", "--trainer.val_check_interval=3", "--trainer.check_val_every_n_epoch=null",
-        "--trainer.callbacks+=tests.equal.NoDropoutStepLosses", f"--trainer.callbacks.path={folder / 'losses'}",
-        cwd=folder, env={"PYTHONPATH": str(ROOT)}, fresh_process=any(a.startswith("--trainer.strategy") for a in layout),
-    )  # fmt: skip
+    configs, overrides = as_overrides(["--config", str(recipe), *TINY, *args])
+    overrides |= {
+        "trainer.enable_progress_bar": False, "trainer.max_steps": 3, "trainer.val_check_interval": 3,
+        "trainer.check_val_every_n_epoch": None, "data.batch_size": 8 // processes,
+    }  # fmt: skip
+    if processes > 1:
+        overrides |= {"trainer.strategy": "ddp_fork", "trainer.devices": processes, "trainer.accelerator": "cpu"}
+    output = StringIO()
+    with isolated(folder, dict(os.environ), output, output):
+        run = compose(*configs, overrides=overrides)
+        run.trainer.callbacks.append(NoDropoutStepLosses(str(folder / "losses")))
+        run.trainer.fit(run.model, datamodule=run.datamodule)
     last = next(folder.glob("runs/*/checkpoints/last.ckpt"))
     rows = list(csv.DictReader(next(folder.glob("runs/*/logs/version_0/metrics.csv")).open()))
     scores = {
@@ -88,8 +114,8 @@ def test_two_processes_train_what_one_process_trains(tmp_path, head):
     if write is not None:
         write(tmp_path)
         args = [a.replace("=.", f"={tmp_path}") for a in args]
-    one = fit(tmp_path / "one", recipe, args, ["--data.batch_size=8"])
-    two = fit(tmp_path / "two", recipe, args, [*TWO, "--data.batch_size=4"])
+    one = fit(tmp_path / "one", recipe, args, 1)
+    two = fit(tmp_path / "two", recipe, args, 2)
     (losses, weights, scores), (losses2, weights2, scores2) = one, two
     assert len(losses) == len(losses2) == 3
     assert losses2 == pytest.approx(losses, rel=LOSS_TOLERANCE)

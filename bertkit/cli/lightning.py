@@ -12,6 +12,7 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning import Callback, LightningModule, Trainer
 from pytorch_lightning.callbacks import BasePredictionWriter
 from pytorch_lightning.cli import LightningCLI
+from pytorch_lightning.strategies.launchers import _MultiProcessingLauncher
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 from typing_extensions import override
 
@@ -183,6 +184,7 @@ class BertkitCLI(LightningCLI):
 
     @override
     def _run_subcommand(self, subcommand: str) -> None:
+        check_launcher(self.trainer, subcommand, self.config[subcommand].trainer.strategy)
         try:
             super()._run_subcommand(subcommand)
         except SIGTERMException:
@@ -227,6 +229,31 @@ class BertkitCLI(LightningCLI):
                 f"trainer.max_steps {trainer.max_steps} / max_epochs {trainer.max_epochs}: raise them to train on"
             )
         return "the training data gave no batch"
+
+
+def check_launcher(trainer: Trainer, command: str, given: Any) -> None:
+    """Refuse a strategy whose launcher runs the work in processes it forks or spawns
+    (``ddp_fork``, ``ddp_notebook``, ``ddp_spawn`` …): this process, which reports the command's
+    outcome (steps taken, checkpoints, what was written), would see none of it. Such strategies
+    serve notebooks (``bertkit.compose``, then ``trainer.fit``); a command's processes start
+    from its own command line (``ddp``).
+
+    Args:
+        trainer: the command's trainer.
+        command: the command's name.
+        given: ``trainer.strategy`` as the recipe gives it (a name, or a class spec).
+
+    Raises:
+        ValueError: naming the strategy and what to pass instead.
+    """
+    if isinstance(getattr(trainer.strategy, "launcher", None), _MultiProcessingLauncher):
+        name = given if isinstance(given, str) else type(trainer.strategy).__name__
+        method = getattr(trainer.strategy.launcher, "_start_method", "spawn")
+        raise ValueError(
+            f"trainer.strategy: {name} runs bertkit {command} in processes it {method}s, whose steps, checkpoints "
+            "and outputs this command could not report; pass --trainer.strategy ddp (each process started from "
+            "this command line) — the fork and spawn launchers are for notebooks (bertkit.compose)"
+        )
 
 
 class WorkDone(Callback):

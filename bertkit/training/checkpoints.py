@@ -40,11 +40,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
-        """Every checkpoint the trainer reads (resume, ``--ckpt_path best|last``) goes through
-        ``load_checkpoint``: ``weights_only=True`` whatever torch's default."""
+        """Every file the trainer reads (resume, ``--ckpt_path best|last``, and the weights rank 0
+        hands back under ``ddp_fork``/``ddp_notebook``, a bare state dict) goes through
+        ``load_checkpoint``: ``weights_only=True`` whatever torch's default. (Commands check a
+        ``--ckpt_path`` to be a Lightning checkpoint before the trainer starts:
+        ``check_checkpoint``.)"""
         if "://" in str(path):
             return super().load_checkpoint(path, map_location, weights_only=True)
-        return load_checkpoint(path, map_location=map_location)
+        return load_checkpoint(path, map_location=map_location, lightning=False)
 
 
 class LastStateCheckpoint(LightningModelCheckpoint):
@@ -139,7 +142,9 @@ def recorded_best(checkpoint: LightningModelCheckpoint) -> str | None:
     return None
 
 
-def load_checkpoint(path: str | Path, mmap: bool = False, map_location: Any = "cpu") -> dict[str, Any]:
+def load_checkpoint(
+    path: str | Path, mmap: bool = False, map_location: Any = "cpu", lightning: bool = True
+) -> dict[str, Any]:
     """The one way bertkit reads a ``.ckpt`` file: ``torch.load(weights_only=True)`` (tensors and
     plain values only: no pickled object of the file runs), checked to be a Lightning checkpoint.
 
@@ -147,6 +152,8 @@ def load_checkpoint(path: str | Path, mmap: bool = False, map_location: Any = "c
         path: the file.
         mmap: map the tensors instead of reading them (to look at the hyper-parameters only).
         map_location: ``torch.load``'s.
+        lightning: check that it is a Lightning checkpoint (a dict with ``state_dict``); False:
+            any dict (Lightning's own files, such as the weights a forked rank 0 hands back).
 
     Raises:
         FileNotFoundError: no such file (or a directory).
@@ -164,7 +171,7 @@ def load_checkpoint(path: str | Path, mmap: bool = False, map_location: Any = "c
         raise ValueError(
             f"{path}: not a readable checkpoint ({reason}); pass a .ckpt file written by `bertkit fit`"
         ) from None
-    if not isinstance(state, dict) or "state_dict" not in state:
+    if not isinstance(state, dict) or (lightning and "state_dict" not in state):
         raise ValueError(f"{path}: not a Lightning checkpoint (no state_dict)")
     return state
 
