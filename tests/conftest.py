@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 
@@ -179,6 +179,37 @@ def isolated(cwd: Path, env: dict[str, str], out: IO[str], err: IO[str]) -> Iter
         torch.use_deterministic_algorithms(settings[1])
         torch.set_float32_matmul_precision(matmul)
         bertkit.training.run_folder.release_all()
+
+
+def as_overrides(args: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Command-line arguments (``--config FILE``, ``--key=value``) as ``compose``'s recipes and overrides."""
+    import yaml
+
+    configs, overrides, given = [], {}, iter(args)
+    for arg in given:
+        if arg == "--config":
+            configs.append(next(given))
+        else:
+            key, value = arg.removeprefix("--").split("=", 1)
+            overrides[key] = yaml.safe_load(value)
+    return configs, overrides
+
+
+@contextmanager
+def notebook(cwd: Path, args: list[str], processes: int = 1) -> Iterator[Any]:
+    """The recipe of command-line ``args`` composed as a notebook composes it (``bertkit.compose``)
+    in ``cwd``, ``isolated`` (its output discarded); ``processes`` > 1: DDP on the CPU with the
+    processes forked from this one (``ddp_fork``, the launcher of ``ddp_notebook``), as many."""
+    from io import StringIO
+
+    from bertkit import compose
+
+    configs, overrides = as_overrides(args)
+    if processes > 1:
+        overrides |= {"trainer.strategy": "ddp_fork", "trainer.devices": processes, "trainer.accelerator": "cpu"}
+    output = StringIO()
+    with isolated(cwd, dict(os.environ), output, output):
+        yield compose(*configs, overrides=overrides)
 
 
 def _to_stderr(message, category, filename, lineno, file=None, line=None) -> None:

@@ -1,7 +1,9 @@
 """Two processes (DDP on the CPU, gloo) score and predict exactly what one process does: every
 evaluation example is scored once (no padding repeats), windows of one question or sentence that
 land on different processes are joined before answers are formed, and rank 0 writes every
-prediction once."""
+prediction once. The commands' own DDP (processes started from the command line) runs NER's
+validate, test and predict and SQuAD's predict; the other scores come from two processes forked
+as a notebook's ``ddp_notebook`` forks them (``tests.conftest.notebook``)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECIPE, ROOT, run_bertkit, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_fresh
 from tests.test_qa_train import toy_squad
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]  # two processes each (DDP)
@@ -27,17 +29,21 @@ def written_scores(run_folder: Path, command: str) -> dict[str, float]:
     return json.loads((run_folder / f"{command}_scores.json").read_text())["scores"]
 
 
+def without_losses(scores: dict[str, float]) -> dict[str, float]:
+    """Scores but the losses: a loss on two processes is the mean of their means, not one pass's."""
+    return {k: float(v) for k, v in scores.items() if not k.endswith("loss")}
+
+
 def fit_then_validate_on_one_and_two(args: list[str], cwd: Path, run: str) -> tuple[dict, dict]:
-    """Fit two steps, then the validation scores of ``last.ckpt`` on 1 and on 2 processes
-    (without ``val/loss``: a mean of per-process means, not the 1-process mean)."""
+    """Fit two steps, then the validation scores of ``last.ckpt`` by ``bertkit validate`` on one
+    process and by two forked processes (without the losses)."""
     run_bertkit("fit", *args, "--trainer.max_steps=2", "--trainer.limit_val_batches=0", cwd=cwd)
-    scores = []
-    for processes in ([], TWO):  # one process in this one; two launched anew (DDP starts them from sys.argv)
-        run_bertkit("validate", *args, "--ckpt_path=last", *processes, cwd=cwd, fresh_process=bool(processes))
-        scores.append(
-            {k: v for k, v in written_scores(cwd / f"runs/{run}", "validate").items() if not k.endswith("loss")}
-        )
-    return scores[0], scores[1]
+    run_bertkit("validate", *args, "--ckpt_path=last", cwd=cwd)
+    one = without_losses(written_scores(cwd / f"runs/{run}", "validate"))
+    with notebook(cwd, args, processes=2) as composed:
+        last = str(cwd / f"runs/{run}/checkpoints/last.ckpt")
+        (two,) = composed.trainer.validate(composed.model, datamodule=composed.datamodule, ckpt_path=last)
+    return one, without_losses(two)
 
 
 @pytest.fixture
@@ -119,11 +125,11 @@ def test_new_ner_options_train_and_score_on_two_processes_as_on_one(tmp_path, op
     those one process gives the checkpoint written after that validation."""
     recipe, new = NEW_NER[option]
     args = ["--config", str(recipe), *TINY, *new, "--data.batch_size=4", *QUIET]
-    run_bertkit_fresh("fit", *args, *TWO, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2", cwd=tmp_path)
+    with notebook(tmp_path, [*args, "--trainer.max_epochs=1", "--trainer.limit_train_batches=2"], 2) as composed:
+        composed.trainer.fit(composed.model, datamodule=composed.datamodule)
     folder = next(tmp_path.glob("runs/*/"))
     rows = list(csv.DictReader((folder / "logs/version_0/metrics.csv").open()))
-    # losses (the loss and its parts) are each process's mean, then their mean: not one pass's mean
-    two = {k: float(v) for row in rows for k, v in row.items() if k.startswith("val/") and not k.endswith("loss") and v}
+    two = without_losses({k: v for row in rows for k, v in row.items() if k.startswith("val/") and v})
     run_bertkit("validate", *args, "--ckpt_path=last", cwd=tmp_path)
-    one = {k: v for k, v in written_scores(folder, "validate").items() if not k.endswith("loss")}
+    one = without_losses(written_scores(folder, "validate"))
     assert "val/f1" in one and len(one) > 10 and one == pytest.approx(two)

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import random
-from io import StringIO
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
-from bertkit import compose
-from tests.conftest import RECIPE, ROOT, isolated
+from tests.conftest import RECIPE, ROOT, notebook
 from tests.equal import NoDropoutStepLosses
 from tests.test_qa_train import toy_squad
 
@@ -70,33 +66,14 @@ HEADS = {  # recipe, arguments, data writer
 # process's random generator, so the discriminator's inputs differ with the number of processes.
 
 
-def as_overrides(args: list[str]) -> tuple[list[str], dict]:
-    """Command-line arguments (``--config FILE``, ``--key=value``) as ``compose``'s recipes and overrides."""
-    configs, overrides, given = [], {}, iter(args)
-    for arg in given:
-        if arg == "--config":
-            configs.append(next(given))
-        else:
-            key, value = arg.removeprefix("--").split("=", 1)
-            overrides[key] = yaml.safe_load(value)
-    return configs, overrides
-
-
 def fit(folder: Path, recipe: Path, args: list[str], processes: int) -> tuple[list[float], dict, dict]:
     """Fit 3 steps of a global batch of 8 in ``folder`` on ``processes`` processes, validating
     after the third; the per-step losses, the final weights and the validation scores (all but
     the losses: see ``test_ddp.py``)."""
     folder.mkdir()
-    configs, overrides = as_overrides(["--config", str(recipe), *TINY, *args])
-    overrides |= {
-        "trainer.enable_progress_bar": False, "trainer.max_steps": 3, "trainer.val_check_interval": 3,
-        "trainer.check_val_every_n_epoch": None, "data.batch_size": 8 // processes,
-    }  # fmt: skip
-    if processes > 1:
-        overrides |= {"trainer.strategy": "ddp_fork", "trainer.devices": processes, "trainer.accelerator": "cpu"}
-    output = StringIO()
-    with isolated(folder, dict(os.environ), output, output):
-        run = compose(*configs, overrides=overrides)
+    steps = ["--trainer.max_steps=3", "--trainer.val_check_interval=3", "--trainer.check_val_every_n_epoch=null"]
+    args = ["--config", str(recipe), *TINY, *args, *steps, f"--data.batch_size={8 // processes}"]
+    with notebook(folder, [*args, "--trainer.enable_progress_bar=false"], processes) as run:
         run.trainer.callbacks.append(NoDropoutStepLosses(str(folder / "losses")))
         run.trainer.fit(run.model, datamodule=run.datamodule)
     last = next(folder.glob("runs/*/checkpoints/last.ckpt"))

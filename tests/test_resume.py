@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import TaskMixingBatchSampler, TokenBudgetBatchSampler, TrainShardSampler
-from tests.conftest import RECIPE, ROOT, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, run_bertkit, run_bertkit_fresh
 
 ARGS = [
     "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
@@ -56,7 +56,8 @@ def interrupt_then_resume(
     with the same weights and last validation scores; return the checkpoint resumed from."""
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     whole.mkdir(), broken.mkdir()
-    run_bertkit_fresh("fit", *args, *extra, cwd=whole)
+    ddp = any(a.startswith("--trainer.strategy") for a in extra)  # DDP starts its processes from sys.argv
+    run_bertkit("fit", *args, *extra, cwd=whole, fresh_process=ddp)
     env = {"PYTHONPATH": str(ROOT)}
     stopped = run_bertkit_fresh(
         "fit", *args, *extra, f"--trainer.callbacks+=tests.kill.{callback}", f"--trainer.callbacks.step={step}",
@@ -65,7 +66,7 @@ def interrupt_then_resume(
     assert stopped.returncode in (-signal.SIGKILL, 143), stopped.stderr[-2000:]
     resumed_from = torch.load(broken / f"runs/{folder}/checkpoints/last.ckpt", weights_only=True)
     assert not list((broken / f"runs/{folder}/checkpoints").glob(".*.tmp"))
-    run_bertkit_fresh("fit", *args, *extra, "--ckpt_path=last", cwd=broken)
+    run_bertkit("fit", *args, *extra, "--ckpt_path=last", cwd=broken, fresh_process=ddp)  # a new command
     (weights, scores), (resumed, resumed_scores) = final(whole, folder, score), final(broken, folder, score)
     assert weights.keys() == resumed.keys()
     assert [k for k in weights if not torch.equal(weights[k], resumed[k])] == []
