@@ -231,19 +231,37 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
 
 
 @settings(max_examples=10, deadline=None)
-@given(weight=st.floats(0.1, 4.0), seed=st.integers(0, 1000))
-def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(weight, seed):
+@given(weight=st.floats(0.1, 4.0), seed=st.integers(0, 1000), target=st.sampled_from(["labels", "crf", "viterbi"]))
+def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(weight, seed, target):
+    """Against the gold tags, or against the CRF's own posterior or Viterbi path held constant:
+    the loss's gradient at a scored word's logits is then softmax minus the target, over the words."""
     torch.manual_seed(seed)
-    task = TokenClassification(entity_types=["PER", "LOC"], crf=True, emission_loss_weight=weight)
+    task = TokenClassification(
+        entity_types=["PER", "LOC"], crf=True, emission_loss_weight=weight, emission_target=target
+    )
     model = BertModule(task, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2").eval()
+    with torch.no_grad():  # transitions that move the posterior away from the emissions' softmax
+        model.head.crf.transitions.normal_(0.0, 1.0)
     words = ["Anna", "Berg", "flew", "to", "Oslo", "today"]
     tags = ["B-PER", "I-PER", "O", "O", "B-LOC", "O"]
     sentences = [Sentence(words, tags, "x:1", list(range(len(words))), " ".join(words), [])]
     batch = pad_batch(task.featurize(sentences, model.tokenizer, max_length=16), pad_values=task.pad_values)
-    with torch.no_grad():
-        out = model(batch)
+    out = model(batch)
     first = batch["word_index"] >= 0  # the words' first sub-words, where the labels are
-    expected = torch.nn.functional.cross_entropy(out["logits"][first], batch["labels"][first])
+    logits = out["logits"][first]
+    if target == "labels":
+        expected = torch.nn.functional.cross_entropy(logits, batch["labels"][first])
+    else:
+        emissions, positions, free_start = TokenClassificationHead._words(out["logits"], batch)
+        words = positions >= 0
+        if target == "crf":
+            wanted = model.head.crf.log_marginals(emissions, words, free_start)[words].exp().detach()
+        else:
+            path = model.head.crf.decode(emissions, words, free_start)[words]
+            wanted = torch.nn.functional.one_hot(path, len(task.tags)).float()
+        expected = -(wanted * logits.log_softmax(-1)).sum(-1).mean()
+        (gradient,) = torch.autograd.grad(out["emission_loss"], out["logits"], retain_graph=True)
+        torch.testing.assert_close(gradient[first], (logits.softmax(-1) - wanted).detach() / len(logits))
     torch.testing.assert_close(out["emission_loss"], expected)
     torch.testing.assert_close(out["loss"], out["crf_loss"] + weight * expected)
 
@@ -253,6 +271,10 @@ def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(wei
     [
         ({"crf": False, "emission_loss_weight": 1.0}, "set crf: true"),
         ({"crf": True, "emission_loss_weight": -1.0}, ">= 0"),
+        (
+            {"crf": True, "emission_loss_weight": 1.0, "emission_target": "posterior"},
+            "expected one of labels, crf, viterbi",
+        ),
     ],
 )
 def test_an_emission_loss_without_a_crf_or_below_zero_is_refused(options, message):

@@ -72,6 +72,11 @@ class TokenClassificationHead(Head):
             at an encoder's); warm-up and decay apply as to the rest.
         emission_loss_weight: with a CRF, the weight of the emissions' own cross-entropy at the
             scored words, added to the CRF's loss (``crf_loss`` and ``emission_loss`` are logged).
+        emission_target: what that cross-entropy's target is: ``labels``, the gold tags; ``crf``,
+            the CRF's own posterior of each word's tag (``CRF.log_marginals``, held constant);
+            ``viterbi``, the CRF's own Viterbi path (held constant): the emissions learn the
+            decisions the transitions add, so that their argmax alone (transformers' pipeline)
+            agrees with the CRF's.
     """
 
     hf_architecture = "BertForTokenClassification"
@@ -85,10 +90,11 @@ class TokenClassificationHead(Head):
         crf: bool = False,
         crf_learning_rate: float = 1e-3,
         emission_loss_weight: float = 0.0,
+        emission_target: str = "labels",
     ) -> None:
         super().__init__()
         self.tags, self.crf_learning_rate = list(tags), crf_learning_rate
-        self.emission_loss_weight = emission_loss_weight
+        self.emission_loss_weight, self.emission_target = emission_loss_weight, emission_target
         self.dropout = Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, len(tags))
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
@@ -157,7 +163,7 @@ class TokenClassificationHead(Head):
             out["loss"] = mean_over_processes(nll, words_scored, self.training)
             if self.emission_loss_weight:
                 out["crf_loss"] = out["loss"]
-                token_losses = F.cross_entropy(emissions[scored], tags[scored], reduction="sum")
+                token_losses = self._emission_losses(emissions, tags, scored, free_start)
                 out["emission_loss"] = mean_over_processes(token_losses, words_scored, self.training)
                 out["loss"] = out["loss"] + self.emission_loss_weight * out["emission_loss"]
         elif "labels" in batch:
@@ -165,6 +171,20 @@ class TokenClassificationHead(Head):
             token_losses = F.cross_entropy(logits.flatten(0, 1), labels, ignore_index=-100, reduction="sum")
             out["loss"] = mean_over_processes(token_losses, (labels != -100).sum(), self.training)
         return out
+
+    def _emission_losses(
+        self, emissions: torch.Tensor, tags: torch.Tensor, scored: torch.Tensor, free_start: torch.Tensor
+    ) -> torch.Tensor:
+        """The emissions' summed cross-entropy at the scored words against ``emission_target``."""
+        log_probs = emissions[scored].log_softmax(-1)  # (words, tags)
+        if self.emission_target == "labels":
+            return F.nll_loss(log_probs, tags[scored], reduction="sum")
+        if self.emission_target == "viterbi":
+            path = self.crf.decode(emissions.detach(), scored, free_start)[scored]
+            return F.nll_loss(log_probs, path, reduction="sum")
+        with torch.no_grad():
+            posterior = self.crf.log_marginals(emissions.detach(), scored, free_start)[scored].exp()
+        return -(posterior * log_probs).sum()
 
     def distillation_targets(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, DistillationTarget]:
         """The tag distribution of each scored sub-word (a word's first; every sub-word with

@@ -11,7 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
@@ -53,6 +53,11 @@ def _warn_unspaced(pieces: list[tuple[str, tuple[int, int]]], source: str) -> No
             )
 
 
+EmissionTarget = Literal["labels", "crf", "viterbi"]
+"""What the emissions' own cross-entropy learns beside a CRF: the gold tags, the CRF's posterior
+or its Viterbi path."""
+
+
 class TokenClassification(Task):
     """Token classification (NER): a tag per word, in IOB2 inside.
 
@@ -76,6 +81,10 @@ class TokenClassification(Task):
             the words' first sub-words is added to the CRF's loss, so that the argmax of the
             logits (``transformers``' token-classification pipeline) finds the entities the CRF's
             Viterbi path finds. 0: the CRF's loss alone.
+        emission_target: that cross-entropy's target: ``labels`` (the gold tags), ``crf`` (the
+            CRF's own posterior of each word's tag) or ``viterbi`` (its Viterbi path), held
+            constant: the emissions also learn what the transitions decide
+            (``benchmarks/crf_export.py`` measures each).
         context: document context (FLERT, Schweter & Akbik 2020): up to this many sub-word tokens
             of the text before and after each window, from the same sentence and its neighbours
             in the same document, are encoded with it (as room in ``max_length`` allows, the
@@ -99,6 +108,7 @@ class TokenClassification(Task):
         crf: bool = False,
         crf_learning_rate: float = 1e-3,
         emission_loss_weight: float = 0.0,
+        emission_target: EmissionTarget = "labels",
         context: int = 0,
     ) -> None:
         super().__init__()
@@ -108,6 +118,7 @@ class TokenClassification(Task):
         check_float32(emission_loss_weight, "model.task.emission_loss_weight", low=0.0)
         check_float32(crf_learning_rate, "model.task.crf_learning_rate", low=0.0, low_open=True)
         check_float32(classifier_dropout, "model.task.classifier_dropout", low=0.0, high=1.0, high_open=True)
+        check_choice("model.task.emission_target", emission_target, EmissionTarget)
         if emission_loss_weight and not crf:
             raise ValueError("model.task.emission_loss_weight: weighs a loss beside the CRF's; set crf: true")
         if crf and label_all_subwords:
@@ -125,8 +136,9 @@ class TokenClassification(Task):
 
         hp = self.hparams
         return TokenClassificationHead(
-            self.tags, config, hp.classifier_dropout, hp.crf, hp.crf_learning_rate, hp.get("emission_loss_weight", 0.0)
-        )
+            self.tags, config, hp.classifier_dropout, hp.crf, hp.crf_learning_rate,
+            hp.get("emission_loss_weight", 0.0), hp.get("emission_target", "labels"),
+        )  # fmt: skip
 
     # ----- data -----
     def _check_types(self, sentences: list[Sentence]) -> None:
