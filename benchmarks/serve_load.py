@@ -80,9 +80,11 @@ def post(port: int, path: str, payload: Any) -> tuple[int, Any, float]:
     return response.status, json.loads(body) if response.status == 200 else body.decode(errors="replace"), seconds
 
 
-def start_server(kind: str, task_dir: Path, port: int, python: str = sys.executable) -> subprocess.Popen:
+def start_server(
+    kind: str, task_dir: Path, port: int, python: str = sys.executable, options: tuple[str, ...] = ()
+) -> subprocess.Popen:
     """A server of ``kind`` on ``task_dir``'s model, once /health answers; bertkit's are those of
-    ``python``'s installation."""
+    ``python``'s installation, with ``options`` after its command line."""
     bertkit = str(Path(python).with_name("bertkit"))
     if kind == "bertkit-torch":
         command = [bertkit, "serve", str(task_dir / "checkpoints/last.ckpt"), "--embed", "false"]  # one model process
@@ -91,7 +93,7 @@ def start_server(kind: str, task_dir: Path, port: int, python: str = sys.executa
     else:
         command = [sys.executable, __file__, "--reference-server", str(task_dir / "export")]
     server = subprocess.Popen(  # its own process group: whatever it leaves behind is killed after it
-        [*command, "--port", str(port)], cwd=task_dir, stderr=subprocess.DEVNULL, start_new_session=True
+        [*command, "--port", str(port), *options], cwd=task_dir, stderr=subprocess.DEVNULL, start_new_session=True
     )
     for _ in range(600):
         try:

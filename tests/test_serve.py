@@ -588,9 +588,13 @@ def test_torch_options_on_an_onnx_backend_are_refused_before_loading(flag: str, 
             ["--int8", "true", "--accelerator", "cuda"],
             "--int8 true runs on the CPU (torch's int8 kernels), not --accelerator cuda",
         ),
+        (
+            ["--max_request_tokens", "4096", "--max_queued_tokens", "4000"],
+            "--max_queued_tokens 4000: expected at least --max_request_tokens (4096)",
+        ),
     ],
 )
-def test_serve_refuses_precisions_that_cannot_run(
+def test_serve_refuses_settings_that_cannot_run(
     options: list[str], message: str, capsys: pytest.CaptureFixture
 ) -> None:
     from bertkit.cli import main
@@ -671,3 +675,83 @@ def _tiny_predictor() -> Predictor:
         model = BertModule(TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
         _PREDICTOR.append(Predictor.from_model(model.eval()))
     return _PREDICTOR[0]
+
+
+async def _asgi_post(app: Any, path: str, body: bytes) -> int:
+    """POST ``body`` to an ASGI ``app`` as a server would; the response status."""
+    import asyncio
+
+    scope = {
+        "type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "headers": [(b"content-type", b"application/json")], "http_version": "1.1", "scheme": "http",
+        "server": ("test", 80), "client": ("test", 1), "root_path": "",
+    }  # fmt: skip
+    given = [{"type": "http.request", "body": body, "more_body": False}]
+    status: list[int] = []
+
+    async def receive() -> dict:
+        if given:
+            return given.pop()
+        await asyncio.Event().wait()  # the client never disconnects
+        return {}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    await app(scope, receive, send)
+    return status[0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sizes=st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=3), min_size=1, max_size=8),
+    limit=st.integers(1, 80),
+)
+def test_a_route_admits_requests_while_the_work_queued_for_it_fits_its_budget(sizes, limit) -> None:
+    """Requests that stay in the model (none answered yet) are admitted in turn while the tokens
+    admitted fit ``limit`` (the first whatever its size), the others answered 503 at once; once
+    answered, their work leaves the count (the next request of any size is admitted)."""
+    pytest.importorskip("litserve")
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from bertkit.commands.serving import WorkQueue
+
+    async def scenario() -> None:
+        release, entered = asyncio.Event(), []
+
+        async def model(request: Any) -> JSONResponse:  # a route whose model is busy until released
+            entered.append(request.url.path)
+            await release.wait()
+            return JSONResponse([])
+
+        app = Starlette(routes=[Route("/predict", model, methods=["POST"])])
+        admitted = WorkQueue.counters(("/predict",))
+        count = lambda texts: [len(t.split()) for t in texts]  # noqa: E731  # a token per word
+        app.add_middleware(WorkQueue, count_tokens=count, limit=limit, admitted=admitted)
+        queued, expected, pending = 0, [], []
+        for texts in sizes:
+            body = json.dumps({"inputs": [" ".join(["w"] * n) for n in texts]}).encode()
+            work = sum(texts)
+            fits = not queued or queued + work <= limit
+            queued += work if fits else 0
+            expected.append(200 if fits else 503)
+            task = asyncio.create_task(_asgi_post(app, "/predict", body))
+            pending.append(task)
+            for _ in range(2000):  # until the model holds it, or it was answered
+                if task.done() or len(entered) == expected.count(200) and fits:
+                    break
+                await asyncio.sleep(0.001)
+            assert task.done() == (not fits)  # a refusal comes at once, an admitted request waits
+            assert admitted["/predict"].value == queued
+        release.set()
+        assert await asyncio.gather(*pending) == expected
+        assert admitted["/predict"].value == 0
+        big = json.dumps({"inputs": " ".join(["w"] * (limit + 5))}).encode()
+        assert await _asgi_post(app, "/predict", big) == 200  # alone, admitted whatever its size
+
+    asyncio.run(scenario())

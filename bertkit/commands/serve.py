@@ -24,6 +24,7 @@ def serve(
     workers: int = 1,
     max_tokens: int = 1024,
     max_request_tokens: int = 16384,
+    max_queued_tokens: int = 32768,
     max_batch_size: int = 8,
     batch_timeout: float = 0.01,
     timeout: float = 30.0,
@@ -53,6 +54,10 @@ def serve(
         max_request_tokens: the most tokens one request's inputs may make, all windows together
             (a request over it is answered 413 before it reaches the model, which it would
             otherwise hold while the requests behind it wait).
+        max_queued_tokens: the most tokens of requests a route's model process holds admitted and
+            not yet answered (times ``workers``); a request past it is answered 503 with
+            ``Retry-After`` at once, so that a request waits behind at most this much work
+            (docs/serve.md: the wait it bounds, as measured). At least ``max_request_tokens``.
         max_batch_size: requests run together in one model call (1: one at a time).
         batch_timeout: seconds the first request of a batch waits for others to join it.
         timeout: seconds a request may wait before a 504.
@@ -102,7 +107,12 @@ def serve(
     _check_port(host, port)
     from bertkit.commands.serving import Batching, server  # imports LitServe: after the checks above
 
-    batching = Batching(max_tokens, max_batch_size, batch_timeout, max_request_tokens)
+    if max_queued_tokens < max_request_tokens:
+        raise ValueError(
+            f"--max_queued_tokens {max_queued_tokens}: expected at least --max_request_tokens ({max_request_tokens}), "
+            "or no request of the largest size admitted could ever wait its turn"
+        )
+    batching = Batching(max_tokens, max_batch_size, batch_timeout, max_request_tokens, max_queued_tokens)
     routes = "POST /predict" + (f" (adapters: default, {', '.join(adapters)})" if adapters else "")
     routes += ", POST /embed" if embed and backend == "torch" else ""
     print(

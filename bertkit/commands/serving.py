@@ -119,17 +119,93 @@ class EmbedRequest(Schema):
         return self.inputs if isinstance(self.inputs, list) else [self.inputs]
 
 
+ROUTES: dict[str, type[Schema]] = {"/predict": PredictRequest, "/embed": EmbedRequest}
+"""The routes whose requests ``WorkQueue`` admits by work, and their bodies' schemas."""
+
+
+def request_texts(inputs: Any) -> list[str]:
+    """The texts of a request's ``inputs``: a text, a record, or a list of either (a record's
+    string values); what its work is counted in."""
+    listed = inputs if isinstance(inputs, list) else [inputs]
+    values = [x for i in listed for x in ([i] if not isinstance(i, dict) else i.values())]
+    return [x for x in values if isinstance(x, str)]
+
+
+class WorkQueue(BaseHTTPMiddleware):
+    """``POST /predict`` and ``/embed`` admitted by work, not by count: a request's work is its
+    texts' sub-word tokens (``BertTokenizer.count_tokens``, in Rust: exact for every script), and
+    a route takes it while its requests admitted and not yet answered hold at most ``limit``
+    tokens together (``--max_queued_tokens`` x ``--workers``; counted across LitServe's HTTP
+    processes in ``admitted``, shared memory made before they fork), else answers 503 with
+    ``Retry-After`` at once. A request therefore waits behind at most ``limit`` tokens of other
+    requests' work, whatever they send: the wait a one-sentence request sees is bounded by the
+    time the model takes for that much (docs/serve.md states it as measured). With nothing
+    admitted, a request is taken whatever its size (its model process refuses one over
+    ``--max_request_tokens``, 413). A body that is not a request is passed on for the route to
+    refuse (4xx)."""
+
+    def __init__(self, app: Any, count_tokens: Any, limit: int, admitted: dict[str, Any]) -> None:
+        super().__init__(app)
+        self.count_tokens, self.limit, self.admitted = count_tokens, limit, admitted
+
+    @staticmethod
+    def counters(routes: tuple[str, ...] = tuple(ROUTES)) -> dict[str, Any]:
+        """A shared counter of admitted tokens per route (``multiprocessing.Value``), made before
+        LitServe forks its HTTP processes."""
+        import multiprocessing
+
+        return {route: multiprocessing.get_context("fork").Value("q", 0) for route in routes}
+
+    async def dispatch(self, request: Request, call_next: Any) -> Response:
+        route = request.url.path
+        if request.method != "POST" or route not in self.admitted:
+            return await call_next(request)
+        try:
+            body = parse(ROUTES[route], parse_json(await request.body(), "the request body"), "the request body")
+        except ValueError:
+            return await call_next(request)  # the route answers what is wrong with it
+        work = sum(self.count_tokens([t for t in request_texts(body.inputs) if _unicode(t)]))
+        counter = self.admitted[route]
+        with counter.get_lock():
+            queued = counter.value
+            if not queued or queued + work <= self.limit:
+                counter.value = queued + work
+        if queued and queued + work > self.limit:
+            return JSONResponse(
+                {"detail": f"busy: {queued:,} tokens of requests are queued for {route} and this one makes {work:,}; "
+                 f"at most {self.limit:,} together (bertkit serve --max_queued_tokens): retry shortly"},
+                503, headers={"Retry-After": "1"},
+            )  # fmt: skip
+        try:
+            return await call_next(request)
+        finally:
+            with counter.get_lock():
+                counter.value -= work
+
+
+def _unicode(text: str) -> bool:
+    """Whether ``text`` is Unicode text (a record's value may hold a lone surrogate, which the
+    route refuses and the tokenizer cannot count)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class Batching:
     """How requests are run together: up to ``max_batch_size`` requests, the first waiting up to
     ``timeout`` seconds for others; their windows cut into forward passes of at most
     ``max_tokens`` tokens, padding included (``Predictor``); one request's windows may hold
-    ``max_request_tokens`` tokens at most."""
+    ``max_request_tokens`` tokens at most; a route's model process has at most
+    ``max_queued_tokens`` tokens of requests admitted and not yet answered (``WorkQueue``)."""
 
     max_tokens: int = MAX_TOKENS
     max_batch_size: int = 8
     timeout: float = 0.01
     max_request_tokens: int = 16384
+    max_queued_tokens: int = 32768
 
 
 @dataclasses.dataclass
@@ -226,7 +302,7 @@ class PredictAPI(_ModelAPI):
         if predictor is None:
             raise ValueError(f"adapter: {body.adapter!r} is not served; expected one of {sorted(self.predictors)}")
         inputs = body.listed()
-        texts = [x for i in inputs for x in ([i] if isinstance(i, str) else i.values()) if isinstance(x, str)]
+        texts = request_texts(inputs)
         # the texts' own tokens, counted in Rust (every script: 250,000 ideographs are 250,000 tokens, one
         # "word" by spaces): a lower bound of their windows' tokens, refused before any window is made
         self.check_work(sum(predictor.tokenizer.count_tokens(texts)), "at least")
@@ -332,9 +408,13 @@ def server(
     apis = [
         api(model, backend, batching, compile, precision, adapters if api is PredictAPI else None) for api in routes
     ]
+    queue = {
+        "count_tokens": loaded[DEFAULT].tokenizer.count_tokens, "limit": batching.max_queued_tokens * workers,
+        "admitted": WorkQueue.counters(),
+    }  # fmt: skip
     lit_server = DrainingServer(
         apis, accelerator=accelerator, workers_per_device=workers, timeout=timeout, model_metadata=info,
-        middlewares=[JSONBodies, *([(APIKey, {"key": api_key})] if api_key else [])],
+        middlewares=[(WorkQueue, queue), JSONBodies, *([(APIKey, {"key": api_key})] if api_key else [])],
     )  # fmt: skip
     page = PAGE.read_text(encoding="utf-8")
     routes = lit_server.app.router.routes
