@@ -56,7 +56,7 @@ def interrupt_then_resume(
     with the same weights and last validation scores; return the checkpoint resumed from."""
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     whole.mkdir(), broken.mkdir()
-    ddp = any(a.startswith("--trainer.strategy") for a in extra)  # DDP starts its processes from sys.argv
+    ddp = any(a.startswith("--trainer.strategy") for a in [*args, *extra])  # DDP starts its processes from sys.argv
     run_bertkit("fit", *args, *extra, cwd=whole, fresh_process=ddp)
     env = {"PYTHONPATH": str(ROOT)}
     stopped = run_bertkit_fresh(

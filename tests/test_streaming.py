@@ -122,7 +122,7 @@ SHARE_CASES = [((10, 10, 7), 4, 0), ((9, 4, 12, 7, 5), 3, 2)]  # 3 chunks; 4 chu
 @pytest.mark.slow
 @pytest.mark.ddp
 def test_processes_read_disjoint_equal_shares_of_chunks_that_do_not_divide(tmp_path):
-    """Each case on the same two processes (one start of each)."""
+    """Each case on the same two processes, forked (one start of each)."""
     from functools import partial
 
     import torch.multiprocessing as mp
@@ -135,7 +135,7 @@ def test_processes_read_disjoint_equal_shares_of_chunks_that_do_not_divide(tmp_p
         )
         assert written == sum(sizes) and len(list(location.glob("chunk-*.bin"))) == -(-sum(sizes) // max(sizes)) >= 3
         cases.append((str(location), batch_size, workers))
-    mp.spawn(_share, args=(2, free_port(), cases, str(tmp_path)), nprocs=2, join=True)
+    mp.start_processes(_share, args=(2, free_port(), cases, str(tmp_path)), nprocs=2, start_method="fork")
     for case, (sizes, batch_size, workers) in enumerate(SHARE_CASES):
         ranks = [json.loads((tmp_path / f"{case}-{r}.json").read_text()) for r in range(2)]
         assert ranks[0]["length"] == ranks[1]["length"] == len(ranks[0]["epochs"][0])
