@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import TaskMixingBatchSampler, TokenBudgetBatchSampler, TrainShardSampler
-from tests.conftest import RECIPE, ROOT, run_bertkit, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_fresh
 
 ARGS = [
     "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
@@ -57,7 +57,11 @@ def interrupt_then_resume(
     whole, broken = tmp_path / "whole", tmp_path / "broken"
     whole.mkdir(), broken.mkdir()
     ddp = any(a.startswith("--trainer.strategy") for a in [*args, *extra])  # DDP starts its processes from sys.argv
-    run_bertkit("fit", *args, *extra, cwd=whole, fresh_process=ddp)
+    if ddp:  # the reference run: its two processes forked here, as a notebook's (the same steps)
+        with notebook(whole, [*args, *extra], processes=2) as composed:
+            composed.trainer.fit(composed.model, datamodule=composed.datamodule)
+    else:
+        run_bertkit("fit", *args, *extra, cwd=whole)
     env = {"PYTHONPATH": str(ROOT)}
     stopped = run_bertkit_fresh(
         "fit", *args, *extra, f"--trainer.callbacks+=tests.kill.{callback}", f"--trainer.callbacks.step={step}",
