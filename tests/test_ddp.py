@@ -54,12 +54,19 @@ def ner_run(sample_run, tmp_path):
 
 @pytest.mark.parametrize("stage", ["validate", "test"])
 def test_ner_scores_on_two_processes_match_one(ner_run, stage):
+    """``bertkit validate`` on two processes (the command's DDP); ``test``'s two processes forked
+    (the command's DDP test runs in the two-node test)."""
     args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
     prefix = "val/" if stage == "validate" else "test/"
     run_bertkit(stage, *args, cwd=ner_run)
     one = written_scores(ner_run / "runs/ner", stage)
-    run_bertkit_fresh(stage, *args, *TWO, cwd=ner_run)
-    two = written_scores(ner_run / "runs/ner", stage)
+    if stage == "validate":
+        run_bertkit_fresh(stage, *args, *TWO, cwd=ner_run)
+        two = written_scores(ner_run / "runs/ner", stage)
+    else:
+        best = json.loads((ner_run / "runs/ner/test_scores.json").read_text())["checkpoint"]
+        with notebook(ner_run, [a for a in args if not a.startswith("--ckpt_path")], processes=2) as composed:
+            (two,) = composed.trainer.test(composed.model, datamodule=composed.datamodule, ckpt_path=best)
     assert one.keys() == two.keys() and f"{prefix}f1_PER" in one
     scores = [f"{prefix}{k}" for k in ("f1", "precision", "recall", "f1_PER", "f1_MISC")]
     assert all(abs(one[k] - two[k]) < 1e-6 for k in scores), (one, two)

@@ -171,11 +171,8 @@ def _final(folder: Path) -> tuple[dict, list[dict]]:
 
 
 @pytest.mark.slow
-def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_export(tmp_path):
-    teacher_run = tmp_path / "teacher"
-    teacher_run.mkdir()
-    run_bertkit("fit", "--config", str(RECIPE), *FAST, cwd=teacher_run)
-    checkpoint = teacher_run / "runs/ner/checkpoints/last.ckpt"
+def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_export(tmp_path, sample_run):
+    checkpoint = sample_run / "runs/ner/checkpoints/last.ckpt"  # the teacher: MiniLM, the NER recipe
     run_bertkit("export", str(checkpoint), str(tmp_path / "teacher-export"), "--onnx", "false", cwd=tmp_path)
     student = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
     student.append("--trainer.log_every_n_steps=1")

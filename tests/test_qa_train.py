@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule
-from tests.conftest import ROOT, fit_between_validations, run_bertkit_fresh
+from tests.conftest import ROOT, fit_between_validations, run_bertkit
 
 WORDS = ["apple", "river", "candle", "garden", "window", "silver", "market", "forest", "pencil", "harbor"]
 PLACES = ["Paris", "Rome", "Oslo", "Lima", "Cairo", "Delhi"]
@@ -74,7 +74,7 @@ def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> None:
+def test_squad_v2_recipe_fits_and_predicts_through_the_cli(tmp_path: Path) -> None:
     rng = random.Random(1)
     (tmp_path / "train.json").write_text(json.dumps(toy_squad(40, rng, impossible_share=0.3)))
     (tmp_path / "dev.json").write_text(json.dumps(toy_squad(12, rng, impossible_share=0.3)))
@@ -93,11 +93,11 @@ def test_squad_v2_recipe_fit_and_predict_in_new_processes(tmp_path: Path) -> Non
         "--data.max_length=64", "--data.batch_size=8", "--model.task.init_args.doc_stride=24",
         "--trainer.enable_progress_bar=false",
     ]  # fmt: skip
-    run_bertkit_fresh("fit", *settings, "--trainer.max_epochs=1", cwd=tmp_path)
+    run_bertkit("fit", *settings, "--trainer.max_epochs=1", cwd=tmp_path)
     checkpoint = torch.load(tmp_path / "runs/squad_v2/checkpoints/last.ckpt", weights_only=True)
     tuned = float(checkpoint["state_dict"]["head.tuned_threshold"])
     assert tuned == tuned  # tune_threshold: a threshold was adopted on validation (not NaN)
-    run_bertkit_fresh("predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path)
+    run_bertkit("predict", *settings, "--ckpt_path=last", "--data.predict_file=questions.jsonl", cwd=tmp_path)
     records = [json.loads(line) for line in (tmp_path / "runs/squad_v2/predictions.jsonl").read_text().splitlines()]
     assert records[0]["id"] == "a" and records[1]["id"].endswith("questions.jsonl:2")
     for record, question in zip(records, questions, strict=True):
