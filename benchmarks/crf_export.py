@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def main() -> None:
 
     result = header(
         "CRF NER export: entity F1 through bertkit vs transformers' pipeline, with and without the emission loss",
-        " ".join(["BERTKIT_DATA_DIR=../shared/data python benchmarks/crf_export.py", *sys.argv[1:]]),
+        "BERTKIT_DATA_DIR=../shared/data python benchmarks/crf_export.py " + shlex.join(sys.argv[1:]),
         measured,
         repeats=len(args.seeds),
         transformers=transformers.__version__,
