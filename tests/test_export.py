@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import shutil
+import warnings
 from collections import Counter
 
 import pytest
@@ -96,10 +97,14 @@ def test_a_task_export_is_a_pretrained_encoder_for_another_recipe(tmp_path):
     model.save_pretrained(tmp_path)
     with safe_open(tmp_path / "model.safetensors", "pt") as stored:  # as transformers saves the class: no pooler
         assert not [k for k in stored.keys() if ".pooler." in k]
-    again = BertModule(SequenceClassification(labels=["a", "b"]), pretrained=str(tmp_path))
+    with pytest.warns(UserWarning, match=f"{tmp_path}.* has no pooler weights: .*Head reads them, so they start fresh"):
+        again = BertModule(SequenceClassification(labels=["a", "b"]), pretrained=str(tmp_path))
     for key, value in model.encoder.state_dict().items():
         if not key.startswith("pooler."):  # a classifier starts its pooler fresh, as from transformers' export
             assert torch.equal(again.encoder.state_dict()[key], value), key
+    with warnings.catch_warnings():  # a tagger never reads the pooler: nothing to say of it
+        warnings.simplefilter("error")
+        BertModule(TokenClassification(entity_types=["PER"]), pretrained=str(tmp_path))
 
 
 @pytest.mark.slow

@@ -105,12 +105,8 @@ def load_encoder_weights(
     optional = getattr(encoder, "optional_weights", ("pooler.",))
     if any(not k.startswith(optional) for k in missing):
         raise ValueError(f"{path}: missing encoder weights: {_short(missing)}")
-    if missing:
-        log.warning(
-            "%s has no %s weights; they keep their fresh initialisation",
-            path,
-            "/".join(p.rstrip(".") for p in optional),
-        )
+    # the pooler (or the family's like it), fresh: only a head that reads it needs to hear (BertModule.build_head)
+    encoder.fresh_weights = f"{path} has no {'/'.join(p.rstrip('.') for p in optional)} weights" if missing else ""
     encoder.load_state_dict(state, strict=False)
     if heads:
         log.info("%s: %d task-layer tensors (%s) not used by the encoder", path, len(heads), _short(sorted(heads), 3))
