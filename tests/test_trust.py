@@ -126,7 +126,11 @@ def test_an_earlier_runs_checkpoints_need_resume_or_overwrite(tmp_path):
     with pytest.raises(RunFolderBusy, match="last.ckpt"):
         claim(tmp_path, tmp_path / "checkpoints", resuming=False, overwrite=False)
     claim(tmp_path, tmp_path / "checkpoints", resuming=True, overwrite=False)
+    assert (tmp_path / "checkpoints/last.ckpt").exists()  # resumed: kept
+    (tmp_path / "checkpoints/epoch0-accuracy=0.5000.ckpt").write_bytes(b"x")  # another task's best
+    (tmp_path / "checkpoints/notes.txt").write_text("mine")
     claim(tmp_path, tmp_path / "checkpoints", resuming=False, overwrite=True)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["notes.txt"]  # replaced: none left
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])

@@ -126,7 +126,9 @@ def claim(root: str | Path, checkpoints: str | Path | None, resuming: bool, over
         root: ``trainer.default_root_dir``.
         checkpoints: the checkpoint folder (None: none kept).
         resuming: ``--ckpt_path`` was given.
-        overwrite: ``--overwrite true``: a new run may replace the old run's checkpoints.
+        overwrite: ``--overwrite true``: a new run replaces the old run's checkpoints (its
+            ``.ckpt`` files are removed when the run starts: a smoke run of one task leaves no
+            best checkpoint of another behind).
 
     Raises:
         RunFolderBusy: the folder is locked by another process, or holds checkpoints of an earlier
@@ -154,6 +156,9 @@ def claim(root: str | Path, checkpoints: str | Path | None, resuming: bool, over
     taken = earlier_run(checkpoints)
     if taken and not resuming and not overwrite:
         raise RunFolderBusy(taken)
+    if taken and not resuming:  # overwrite: the new run replaces them (none is left to pass as this run's best)
+        for old in Path(checkpoints).glob("*.ckpt"):
+            old.unlink()
 
 
 def release_all() -> None:
