@@ -45,7 +45,7 @@ SENTENCE = "Peter Blackburn flew from Oslo to Paris on Tuesday ."
 
 def post(port: int, inputs: Any, timeout: float = 600) -> tuple[int, float, str]:
     """POST /predict; (status, seconds, body)."""
-    body = json.dumps({"inputs": inputs})
+    body = json.dumps({"inputs": inputs}, ensure_ascii=False).encode()  # UTF-8: 3 bytes a CJK character, not 6
     start = time.perf_counter()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     connection.request("POST", "/predict", body, {"Content-Type": "application/json"})
