@@ -57,7 +57,7 @@ def serve(
         max_queued_tokens: the most tokens of requests a route's model process holds admitted and
             not yet answered (times ``workers``); a request past it is answered 503 with
             ``Retry-After`` at once, so that a request waits behind at most this much work
-            (docs/serve.md: the wait it bounds, as measured). At least ``max_request_tokens``.
+            (docs/cli.md, Serving: the wait it bounds, as measured). At least ``max_request_tokens``.
         max_batch_size: requests run together in one model call (1: one at a time).
         batch_timeout: seconds the first request of a batch waits for others to join it.
         timeout: seconds a request may wait before a 504.

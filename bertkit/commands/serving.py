@@ -139,7 +139,7 @@ class WorkQueue(BaseHTTPMiddleware):
     processes in ``admitted``, shared memory made before they fork), else answers 503 with
     ``Retry-After`` at once. A request therefore waits behind at most ``limit`` tokens of other
     requests' work, whatever they send: the wait a one-sentence request sees is bounded by the
-    time the model takes for that much (docs/serve.md states it as measured). With nothing
+    time the model takes for that much (docs/cli.md, Serving, states it as measured). With nothing
     admitted, a request is taken whatever its size (its model process refuses one over
     ``--max_request_tokens``, 413). A body that is not a request is passed on for the route to
     refuse (4xx)."""
