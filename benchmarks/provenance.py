@@ -16,14 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def commit() -> str:
-    """``git describe --always --dirty`` of the repository: call it before measuring; "not a git
-    checkout" for a copy of the tree without its history (a GPU machine's copy, say)."""
+    """``git describe --always --dirty`` of the repository: call it before measuring. A copy of the
+    tree without its history (a GPU machine's copy, say) states ``$BERTKIT_BENCH_COMMIT``, set by
+    whoever sent the copy (``benchmarks/gpu_check.sh``), else "not a git checkout"."""
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True, check=True
         )
     except (OSError, subprocess.CalledProcessError):
-        return "not a git checkout"
+        return os.environ.get("BERTKIT_BENCH_COMMIT", "not a git checkout")
     return out.stdout.strip()
 
 
