@@ -173,10 +173,10 @@ def python_profile(run: Any, total: int, top: int = 12) -> dict[str, float]:
 
 def bare_side(run: Any, total: int, device: str = "cpu") -> Callable[[Clock], None]:
     def side(clock: Clock) -> None:
-        model = run.model.to(device)
         run.datamodule.setup("fit")
-        if model.head is None:  # a task that learns its labels from the training file
-            model.build_head()
+        if run.model.head is None:  # a task that learns its labels from the training file
+            run.model.build_head()
+        model = run.model.to(device)  # after the head is built, so that it moves too
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=True)
         schedule_ = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 - step / total)
         model.train()
