@@ -16,15 +16,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def commit() -> str:
-    """``git describe --always --dirty`` of the repository: call it before measuring. A copy of the
-    tree without its history (a GPU machine's copy, say) states ``$BERTKIT_BENCH_COMMIT``, set by
-    whoever sent the copy (``benchmarks/gpu_check.sh``), else "not a git checkout"."""
+    """The commit measured: ``$BERTKIT_BENCH_COMMIT`` where whoever sent a copy of the tree set it
+    (``benchmarks/gpu_check.sh`` on a GPU machine, whose copy may carry a stale history), else
+    ``git describe --always --dirty`` of the repository, else "not a git checkout". Call it before
+    measuring."""
+    if sent := os.environ.get("BERTKIT_BENCH_COMMIT"):
+        return sent
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True, text=True, check=True
         )
     except (OSError, subprocess.CalledProcessError):
-        return os.environ.get("BERTKIT_BENCH_COMMIT", "not a git checkout")
+        return "not a git checkout"
     return out.stdout.strip()
 
 
@@ -62,6 +65,12 @@ def started(script: str) -> dict[str, str]:
     }
 
 
+def gpu_name() -> str | None:
+    """The first CUDA device's name where torch is imported and sees one, else None (a CPU run)."""
+    torch = sys.modules.get("torch")
+    return torch.cuda.get_device_name() if torch is not None and torch.cuda.is_available() else None
+
+
 def header(benchmark: str, command: str, measured: str, repeats: int = 1, **machine: Any) -> dict[str, Any]:
     """The first keys of a result file; ``repeats``: runs of the whole measurement (seeds);
     ``machine`` adds to (or replaces) the CPU threads, GPU, torch and Python versions."""
@@ -73,7 +82,7 @@ def header(benchmark: str, command: str, measured: str, repeats: int = 1, **mach
         "repeats": repeats,
         "machine": {
             "cpu_threads": os.cpu_count(),
-            "gpu": None,
+            "gpu": gpu_name(),
             "torch": version("torch"),
             "python": platform.python_version(),
             **machine,
