@@ -12,7 +12,8 @@ The objective is the recipe's monitored score, in its direction (``val/f1`` max,
 min), read from the trial's ``last.ckpt`` (``ModelCheckpoint.best_model_score``). Each trial is an
 ordinary run folder, ``<default_root_dir>/trials/NNN`` (checkpoints, logs, ``config.yaml``),
 trained in a process of its own as ``bertkit fit`` trains it (``compose``, then
-``Trainer.fit``); the study lives in ``<default_root_dir>/tune/study.db`` (SQLite) or any
+``Trainer.fit``), forked from a server process that imported torch, Lightning and bertkit once
+(so a trial starts in a fraction of a second, not after their import time); the study lives in ``<default_root_dir>/tune/study.db`` (SQLite) or any
 SQLAlchemy URL, so it resumes after an interruption, a trial whose process stopped sending
 heartbeats is marked failed and re-queued once (Optuna's ``RetryHeartbeatStaleTrialCallback``), and
 workers share it: ``--n_jobs`` on one machine, or ``bertkit tune`` on several machines with one
@@ -30,15 +31,14 @@ import ctypes
 import difflib
 import json
 import math
+import multiprocessing
 import os
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -59,8 +59,6 @@ from bertkit.utils.io import atomic_path
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats are "experimental"
 
 HEARTBEAT = (30, 90)  # seconds between a trial's heartbeats; seconds without one before it is stale
-JOB_ENV = "BERTKIT_TUNE_JOB"
-"""The environment variable that gives a trial process its job (the study's storage URL among it)."""
 NOT_LOGGED = 3  # a trial process's exit code when the recipe does not log its monitored score
 
 
@@ -317,20 +315,24 @@ class Study:
 def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_id: int | None, threads: int) -> float:
     """``bertkit fit`` of the recipe with ``overrides`` into ``folder`` in a new process (pruned
     through ``trial_id`` when given; a tracker names the run by ``folder``'s name); the best
-    monitored score.
+    monitored score. The process is forked from ``TRIALS``' server, which imported torch,
+    Lightning and bertkit once, so a trial starts without their import time; it runs in this
+    process's working folder and environment as they are now, on ``threads`` threads, its output in
+    ``folder/trial.log``.
 
     Raises:
         ObjectiveNotLogged: the recipe does not log its monitored score (stops the study).
         RuntimeError: the run failed (the last line of its log) or recorded no score.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    job = {"study": {**study.__dict__, "root": str(study.root)}, "overrides": overrides, "trial_id": trial_id}
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), JOB_ENV: json.dumps(job)}  # not argv: ps shows argv
-    with open(folder / "trial.log", "w", encoding="utf-8") as log:
-        code = subprocess.run(
-            [sys.executable, "-m", "bertkit.commands.tuning"], stdout=log, stderr=subprocess.STDOUT, env=env,
-            check=False, preexec_fn=_die_with_parent(),
-        ).returncode  # fmt: skip
+    job = {
+        "study": {**study.__dict__, "root": str(study.root)}, "overrides": overrides, "trial_id": trial_id,
+        "cwd": os.getcwd(), "environ": dict(os.environ), "threads": threads, "log": str(folder / "trial.log"),
+    }  # fmt: skip
+    process = trial_processes().Process(target=trial_process, args=(job,), name=f"trial {folder.name}")
+    process.start()
+    process.join()
+    code = process.exitcode
     lines = (folder / "trial.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()
     if code == NOT_LOGGED:
         raise ObjectiveNotLogged(f"{study.recipe}: {next(x for x in reversed(lines) if 'does not log' in x)}")
@@ -342,14 +344,32 @@ def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_
     return score
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """For a trial's process on Linux: a ``preexec_fn`` by which it is killed when ``bertkit
-    tune`` dies, even by ``kill -9``, instead of training on unseen (its trial is re-queued by
-    the next run). Loaded here, in the parent: the child only calls it (no imports after fork)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def trial_processes() -> multiprocessing.context.BaseContext:
+    """Python's ``forkserver`` start method with this module preloaded: its server process (started
+    at the first trial, ended with this process) imports torch, Lightning and bertkit once, never
+    trains, and forks each trial from that single-threaded state (Python's documentation:
+    ``multiprocessing.set_forkserver_preload``)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
+def trial_process(job: dict[str, Any]) -> None:
+    """A trial's process: its output to its log, the caller's working folder and environment, its
+    threads, then ``fit_trial``. On Linux it is killed when the forkserver ends, which happens when
+    ``bertkit tune`` ends, even by ``kill -9``, instead of training on unseen (its trial is
+    re-queued by the next run)."""
+    log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1), os.dup2(log, 2), os.close(log)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    os.chdir(job["cwd"])
+    os.environ.clear()
+    os.environ.update(job["environ"] | {"OMP_NUM_THREADS": str(job["threads"])})
+    import torch
+
+    torch.set_num_threads(job["threads"])
+    fit_trial(job)
 
 
 def best_score(last: Path) -> float | None:
@@ -555,7 +575,3 @@ def run(
         with atomic_path(root / "tune" / "summary.json") as tmp:
             tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return summary
-
-
-if __name__ == "__main__":
-    fit_trial(json.loads(os.environ[JOB_ENV]))
