@@ -26,6 +26,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with the most ``slow`` tests first, each module's tests kept together and in order:
+    xdist hands out tests in this order, so the longest runs start early instead of leaving one
+    worker busy at the end while the other idles."""
+    slow: dict[str, int] = {}
+    for item in items:
+        slow[item.module.__name__] = slow.get(item.module.__name__, 0) + (item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: -slow[item.module.__name__])
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Nothing downloads: the Hugging Face Hub is offline for the tests and the processes they
     start (tests that resolve Hub ids lay out a cache). Under xdist, each worker (and the

@@ -54,19 +54,15 @@ def ner_run(sample_run, tmp_path):
 
 @pytest.mark.parametrize("stage", ["validate", "test"])
 def test_ner_scores_on_two_processes_match_one(ner_run, stage):
-    """``bertkit validate`` on two processes (the command's DDP); ``test``'s two processes forked
-    (the command's DDP test runs in the two-node test)."""
+    """The scores of ``bertkit validate|test`` on one process, and of two processes forked (the
+    command's own DDP is run by the predict test below and by the two-node test)."""
     args = ["--config", str(RECIPE), "--ckpt_path=best", *QUIET]
     prefix = "val/" if stage == "validate" else "test/"
     run_bertkit(stage, *args, cwd=ner_run)
     one = written_scores(ner_run / "runs/ner", stage)
-    if stage == "validate":
-        run_bertkit_fresh(stage, *args, *TWO, cwd=ner_run)
-        two = written_scores(ner_run / "runs/ner", stage)
-    else:
-        best = json.loads((ner_run / "runs/ner/test_scores.json").read_text())["checkpoint"]
-        with notebook(ner_run, [a for a in args if not a.startswith("--ckpt_path")], processes=2) as composed:
-            (two,) = composed.trainer.test(composed.model, datamodule=composed.datamodule, ckpt_path=best)
+    best = json.loads((ner_run / f"runs/ner/{stage}_scores.json").read_text())["checkpoint"]
+    with notebook(ner_run, [a for a in args if not a.startswith("--ckpt_path")], processes=2) as composed:
+        (two,) = getattr(composed.trainer, stage)(composed.model, datamodule=composed.datamodule, ckpt_path=best)
     assert one.keys() == two.keys() and f"{prefix}f1_PER" in one
     scores = [f"{prefix}{k}" for k in ("f1", "precision", "recall", "f1_PER", "f1_MISC")]
     assert all(abs(one[k] - two[k]) < 1e-6 for k in scores), (one, two)
@@ -94,11 +90,12 @@ def test_squad_windows_split_across_processes_give_the_same_answers(tmp_path):
     one, two = fit_then_validate_on_one_and_two(args, tmp_path, "squad")
     assert set(one) >= {"val/exact_match", "val/f1"} and one == pytest.approx(two)
 
-    predict = [*args, "--ckpt_path=last", "--data.predict_file=dev.json"]
     out = tmp_path / "runs/squad/predictions.jsonl"
-    run_bertkit("predict", *predict, cwd=tmp_path)
+    run_bertkit("predict", *args, "--ckpt_path=last", "--data.predict_file=dev.json", cwd=tmp_path)
     single = out.read_text()
-    run_bertkit_fresh("predict", *predict, *TWO, cwd=tmp_path)
+    out.unlink()  # the command's DDP predict: the NER test above; here two forked processes write it
+    with notebook(tmp_path, [*args, "--data.predict_file=dev.json"], processes=2) as composed:
+        composed.trainer.predict(composed.model, datamodule=composed.datamodule, ckpt_path="last")
     assert out.read_text() == single and len(single.splitlines()) == 9
 
 

@@ -70,7 +70,14 @@ def interrupt_then_resume(
     assert stopped.returncode in (-signal.SIGKILL, 143), stopped.stderr[-2000:]
     resumed_from = torch.load(broken / f"runs/{folder}/checkpoints/last.ckpt", weights_only=True)
     assert not list((broken / f"runs/{folder}/checkpoints").glob(".*.tmp"))
-    run_bertkit("fit", *args, *extra, "--ckpt_path=last", cwd=broken, fresh_process=ddp)  # a new command
+    if ddp:  # resumed by two processes forked here (the command's resume: the one-process runs)
+        with notebook(broken, [*args, *extra], processes=2) as composed:
+            composed.trainer.fit(composed.model, datamodule=composed.datamodule, ckpt_path="last")
+    else:
+        run_bertkit("fit", *args, *extra, "--ckpt_path=last", cwd=broken)  # a new command
+    logs = sorted((broken / f"runs/{folder}/logs").glob("version_*/metrics.csv"))
+    steps = [float(r["step"]) for r in csv.DictReader(logs[-1].open()) if r.get("step")]
+    assert len(logs) == 2 and min(steps) > resumed_from["global_step"]  # the second run went on from there
     (weights, scores), (resumed, resumed_scores) = final(whole, folder, score), final(broken, folder, score)
     assert weights.keys() == resumed.keys()
     assert [k for k in weights if not torch.equal(weights[k], resumed[k])] == []
