@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from bertkit.tasks.legacy import Head
     from bertkit.tasks.task import Batch, Feature, Task, by_example
     from bertkit.training.callbacks import ExportPretrained, PredictionWriter
+    from bertkit.training.distillation import Distillation
     from bertkit.training.module import BertModule
 
 __version__ = "0.2.0.dev0"
@@ -41,6 +42,7 @@ _HOME = {
     "BertModule": "training.module",
     "BertTokenizer": "model.tokenizer",
     "Composed": "cli.recipe",
+    "Distillation": "training.distillation",
     "EncoderOutput": "model.bert",
     "ExportPretrained": "training.callbacks",
     "Feature": "tasks.task",
@@ -61,6 +63,7 @@ __all__ = [
     "BertModule",
     "BertTokenizer",
     "Composed",
+    "Distillation",
     "EncoderOutput",
     "ExportPretrained",
     "Feature",

@@ -1,4 +1,4 @@
-"""Knowledge distillation (``model.teacher``): the soft-target loss is Hinton et al.'s; every
+"""Knowledge distillation (the ``Distillation`` callback, or ``model.teacher``): the soft-target loss is Hinton et al.'s; every
 head that names targets (tags with and without a CRF, sentence labels, answer spans) learns
 nothing from an identical teacher and something from another; alpha 0 trains exactly what the
 labels alone train; a teacher checkpoint or export folder of another vocabulary or task is
@@ -304,20 +304,21 @@ def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, le
 
 @pytest.mark.slow
 def test_a_cached_teacher_trains_as_the_teacher_on_each_batch_and_is_read_by_the_next_run(tmp_path):
-    """NER student from a tiny teacher's checkpoint: with the cache, each step's distillation loss
+    """NER student from a tiny teacher's checkpoint, by the ``Distillation`` callback in
+    ``trainer.callbacks`` and by ``model.teacher``: with the cache, each step's distillation loss
     is the on-the-fly one's (the passes differ in padding only); a second run reads the file and
     trains to the same weights, bit for bit."""
     run_bertkit("fit", "--config", str(RECIPE), *FAST, "--model.pretrained=null", "--model.preset=tiny",
                 "--model.vocab_file=all-MiniLM-L6-v2", "--trainer.default_root_dir=teacher", cwd=tmp_path)  # fmt: skip
     teacher = next((tmp_path / "teacher").rglob("last.ckpt"))
     student = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
-    student += ["--trainer.log_every_n_steps=1", f"--model.teacher.path={teacher}"]
+    student += ["--trainer.log_every_n_steps=1"]
     env = {"BERTKIT_CACHE": str(tmp_path / "cache")}
     said, runs = {}, {}
-    for name, extra in {
-        "fly": [],
-        "cached": ["--model.teacher.cache=true"],
-        "again": ["--model.teacher.cache=true"],
+    for name, extra in {  # the callback itself in trainer.callbacks, then model.teacher (the recipes' shortcut)
+        "fly": ["--trainer.callbacks+=bertkit.Distillation", f"--trainer.callbacks.path={teacher}"],
+        "cached": [f"--model.teacher.path={teacher}", "--model.teacher.cache=true"],
+        "again": [f"--model.teacher.path={teacher}", "--model.teacher.cache=true"],
     }.items():
         (tmp_path / name).mkdir()
         proc = run_bertkit("fit", "--config", str(RECIPE), *student, *extra, cwd=tmp_path / name, env=env)

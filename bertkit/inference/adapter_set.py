@@ -125,7 +125,7 @@ def _adapter_model(path: str | Path, device: str) -> tuple[BertModule, int]:
     Raises:
         ValueError: the checkpoint holds a whole model (trained without ``model.adapter``), or
             is an export folder."""
-    model, max_length = load_trained(path, device)
+    model, max_length = load_trained(path, device, BertModule)
     if model.base_fingerprint is None:
         raise ValueError(
             f"{path}: a whole model, not adapters over a base (a checkpoint of a run with model.adapter); serve it alone"

@@ -122,7 +122,7 @@ class Predictor:
         Raises:
             FileNotFoundError, ValueError: see ``bertkit.training.checkpoints.check_checkpoint``.
         """
-        model, max_length = load_trained(path, device)
+        model, max_length = load_trained(path, device, BertModule)
         return cls.from_model(model, max_length, max_tokens)._prepack()
 
     @classmethod
@@ -142,7 +142,7 @@ class Predictor:
         """
         folder = Path(folder)
         if backend == "torch":
-            model, max_length = load_trained(folder, device)
+            model, max_length = load_trained(folder, device, BertModule)
             return cls.from_model(model, max_length, max_tokens)._prepack()
         config, key = serving_config(folder)
         task = task_from_spec(config[key], f"{folder / SERVING_FILE}: {key}")

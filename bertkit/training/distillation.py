@@ -1,4 +1,4 @@
-"""Knowledge distillation (``model.teacher``): a student learns from a trained teacher's soft
+"""Knowledge distillation (the ``Distillation`` callback, or a recipe's ``model.teacher``): a student learns from a trained teacher's soft
 targets as well as from the labels (Hinton, Vinyals and Dean 2015, "Distilling the Knowledge in
 a Neural Network"): loss = alpha x T² x KL(teacher's softmax(z/T) || student's softmax(z/T)) +
 (1 - alpha) x the head's own loss. T² keeps the soft targets' gradients at the scale of the hard
@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from pytorch_lightning.utilities import rank_zero_info
@@ -31,6 +32,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from bertkit.tasks.loss import mean_over_processes
 from bertkit.tasks.task import Batch
 from bertkit.training.teacher_cache import TeacherTargets, cached_targets
+from bertkit.training.trained import load_trained
 from bertkit.utils.precision import check_float32
 
 if TYPE_CHECKING:
@@ -133,8 +135,44 @@ def hidden_state_loss(
     return mean_over_processes(total, real.sum() * teacher[0].shape[-1] * len(pairs), across)
 
 
+class Distillation(pl.Callback):
+    """Distil a trained model into the one ``fit`` trains: a Lightning callback (in a recipe's
+    ``trainer.callbacks``, or made by ``model.teacher``) that, when ``fit`` sets up, reads the
+    teacher and adds its loss to the student's (``BertModule.add_objective``); it moves the
+    teacher to the student's device when fitting starts, and with ``cache`` computes its targets
+    before the first step. Validation, test and predict are the student's alone.
+
+    Args:
+        path, temperature, alpha, cache, hidden_weight: as ``Teacher``'s.
+
+    Raises:
+        ValueError: see ``Teacher`` (at construction) and ``Distiller`` (when ``fit`` sets up).
+    """
+
+    def __init__(
+        self, path: str, temperature: float = 2.0, alpha: float = 0.5, cache: bool = False, hidden_weight: float = 0.0
+    ) -> None:
+        self.spec = Teacher(path, temperature, alpha, cache, hidden_weight)
+        self.distiller: Distiller | None = None
+
+    def setup(self, trainer: pl.Trainer, pl_module: BertModule, stage: str) -> None:
+        if stage == "fit" and self.distiller is None:
+            self.distiller = Distiller(self.spec, pl_module)
+            pl_module.add_objective(self.distiller)
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: BertModule) -> None:
+        if self.distiller is not None:
+            self.distiller.model.to(pl_module.device)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: BertModule) -> None:
+        if self.distiller is not None and self.spec.cache:
+            self.distiller.cache_targets(trainer.train_dataloader)
+
+
 class Distiller:
-    """The frozen teacher of a student ``BertModule`` and the combined loss.
+    """The frozen teacher of a student ``BertModule`` and the combined loss: a
+    ``TrainingObjective`` (its ``modules``: the projection of hidden states,
+    ``distill_projection``, where ``hidden_weight`` is set and the widths differ).
 
     Raises:
         FileNotFoundError, ValueError: the teacher cannot be read (``load_trained``), is of
@@ -142,11 +180,9 @@ class Distiller:
     """
 
     def __init__(self, spec: Teacher, student: BertModule) -> None:
-        from bertkit.training.trained import load_trained
-
         devices = [student.device.index or 0] if student.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):  # building it draws random initial weights: not the run's draws
-            teacher, _ = load_trained(spec.path, str(student.device))
+            teacher, _ = load_trained(spec.path, str(student.device), type(student))
         mine, theirs = student.task.spec()["class_path"], teacher.task.spec()["class_path"]
         if mine != theirs:
             raise ValueError(f"model.teacher {spec.path}: a {theirs} model, but the student's task is {mine}")
@@ -166,6 +202,8 @@ class Distiller:
             with torch.random.fork_rng(devices=devices):  # as the head: the run's own draws stay where they are
                 torch.manual_seed(torch.initial_seed())
                 self.projection = torch.nn.Linear(*widths)  # TinyBERT's W_h (its code's fit_dense: with a bias)
+        self.reads_hidden_states = spec.hidden_weight > 0
+        self.modules = {"distill_projection": self.projection} if self.projection is not None else {}
 
     def cache_targets(self, loader: DataLoader) -> None:
         """Compute (or read) the teacher's targets for every feature of the training ``loader``

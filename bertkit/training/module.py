@@ -33,8 +33,9 @@ from bertkit.model.weights import save_encoder
 from bertkit.plugins import registered
 from bertkit.tasks.head import Head
 from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
-from bertkit.training.distillation import Distiller, Teacher
+from bertkit.training.distillation import Distillation, Teacher
 from bertkit.training.nonfinite import NonFiniteLoss
+from bertkit.training.objective import TrainingObjective
 from bertkit.training.rng import rng_states, set_rng_states
 from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.io import atomic_path
@@ -118,7 +119,9 @@ class BertModule(pl.LightningModule):
         teacher: learn from a trained model's soft targets as well as from the labels
             (``bertkit.training.distillation.Teacher``: ``path``, ``temperature``, ``alpha``;
             Hinton et al. 2015): a checkpoint or export folder of the same task and vocabulary,
-            read when ``fit`` starts, frozen and no part of this model's checkpoints.
+            read when ``fit`` starts, frozen and no part of this model's checkpoints. A recipe's
+            shortcut for the ``Distillation`` callback with these settings
+            (``configure_callbacks``), which ``trainer.callbacks`` may hold instead.
         head: release 0.1's name of ``task`` (a recipe's ``model.head``); deprecated.
 
     Raises:
@@ -152,7 +155,7 @@ class BertModule(pl.LightningModule):
         self.save_hyperparameters(ignore=["task", "head", "adapter", "teacher"])
         teacher = Teacher(**teacher) if isinstance(teacher, dict) else teacher  # a checkpoint's plain values
         self.hparams["teacher"] = asdict(teacher) if teacher is not None else None
-        self._distiller: Distiller | None = None
+        self._objectives: list[TrainingObjective] = []
         self._nonfinite = NonFiniteLoss()  # a training loss that was not finite (on the device)
         self._step_losses: dict[str, torch.Tensor] = {}  # this step's, read for progress_metrics
         self._progress: dict[str, float] = {}
@@ -247,19 +250,32 @@ class BertModule(pl.LightningModule):
         kwargs["weights_only"] = True
         return super().load_from_checkpoint(checkpoint_path, map_location=map_location, strict=strict, **kwargs)
 
+    def add_objective(self, objective: TrainingObjective) -> None:
+        """Add a term to the training loss (``TrainingObjective``: a callback's, such as
+        ``Distillation``): called in a callback's ``setup``, before ``configure_model``, which makes
+        the objective's ``modules`` part of this model (trained, and held by its checkpoints while
+        it trains) after the head. Validation, test and predict never run it."""
+        self._objectives.append(objective)
+
+    @override
+    def configure_callbacks(self) -> list[pl.Callback]:
+        """``model.teacher``: the ``Distillation`` callback with its settings (a recipe's shortcut
+        for adding it to ``trainer.callbacks``; it acts in ``fit`` only)."""
+        teacher = self.hparams.get("teacher")
+        return [Distillation(**teacher)] if teacher else []
+
     @override
     def configure_model(self) -> None:
-        """Build the head of a task that became ready in ``datamodule.setup`` (``Task.learn``);
-        when fitting with ``model.teacher``, read the teacher, and add the student's projection of
-        its hidden states (``hidden_weight``, widths that differ: ``distill_projection``) before
-        the optimizer and a resumed checkpoint see the parameters."""
+        """Build the head of a task that became ready in ``datamodule.setup`` (``Task.learn``), then
+        add the modules of the objectives a callback added (``add_objective``; the teacher's
+        projection of hidden states, ``distill_projection``) before the optimizer and a resumed
+        checkpoint see the parameters."""
         if self.head is None and self.task.ready:
             self.build_head()
-        fitting = self._trainer is not None and self.trainer.state.fn == "fit"
-        if fitting and self.hparams.get("teacher") and self._distiller is None:
-            self._distiller = Distiller(Teacher(**self.hparams.teacher), self)
-            if self._distiller.projection is not None:
-                self.distill_projection = self._distiller.projection
+        for objective in self._objectives:
+            for name, module in objective.modules.items():
+                if not hasattr(self, name):
+                    self.add_module(name, module)
 
     @override
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -270,6 +286,7 @@ class BertModule(pl.LightningModule):
         take part in the gathering."""
         self._nonfinite.check(self.global_step)  # no checkpoint of weights past a bad step's
         checkpoint["rng_states"] = rng_states()
+        checkpoint["objective_modules"] = [name for o in self._objectives for name in o.modules]
         if self._base_weights is not None:  # adapters and head only: the base comes from model.pretrained
             state = checkpoint["state_dict"]
             for key in [k for k in state if k.startswith("encoder.") and not is_adapter_key(k)]:
@@ -282,11 +299,8 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_train_start(self) -> None:
-        """Compute or read the teacher's cached targets (``model.teacher.cache``). Restore the
-        generators of a resumed checkpoint here, after the sanity check's loaders (which draw from
-        them) and before the first training batch, where the saved run was."""
-        if self._distiller is not None and self._distiller.spec.cache:
-            self._distiller.cache_targets(self.trainer.train_dataloader)
+        """Restore the generators of a resumed checkpoint here, after the sanity check's loaders
+        (which draw from them) and before the first training batch, where the saved run was."""
         if self._resumed_rng is not None:
             set_rng_states(self._resumed_rng)
             self._resumed_rng = None
@@ -300,9 +314,10 @@ class BertModule(pl.LightningModule):
             ValueError: the head was built with other learned settings than the checkpoint's.
         """
         self._fill_base_weights(checkpoint)
-        if not hasattr(self, "distill_projection"):  # only training with the teacher uses it
-            for key in [k for k in checkpoint["state_dict"] if k.startswith("distill_projection.")]:
-                del checkpoint["state_dict"][key]
+        for name in checkpoint.get("objective_modules", ["distill_projection"]):  # a training objective's
+            if not hasattr(self, name):  # only training with that objective uses its modules
+                for key in [k for k in checkpoint["state_dict"] if k.startswith(f"{name}.")]:
+                    del checkpoint["state_dict"][key]
         per_rank = checkpoint.get("rng_states_per_rank") or []
         rank = self.trainer.global_rank if self._trainer is not None else 0
         self._resumed_rng = per_rank[rank] if rank < len(per_rank) else checkpoint.get("rng_states")
@@ -405,12 +420,12 @@ class BertModule(pl.LightningModule):
         return self.head(encoded, batch), encoded
 
     def _shared_step(self, batch: Batch, stage: str) -> dict[str, torch.Tensor]:
-        distiller = self._distiller if stage == "train" else None
-        hidden = distiller is not None and distiller.spec.hidden_weight > 0
+        objectives = self._objectives if stage == "train" else []
+        hidden = any(o.reads_hidden_states for o in objectives)
         outputs, encoded = self.forward_with_states(batch, hidden)
-        if distiller is not None:
-            states = encoded.hidden_states[: len(self.encoder.blocks) + 1] if hidden else None
-            outputs = distiller.combine(outputs, batch, self, states)
+        states = encoded.hidden_states[: len(self.encoder.blocks) + 1] if hidden else None
+        for objective in objectives:
+            outputs = objective.combine(outputs, batch, self, states if objective.reads_hidden_states else None)
         size = batch["input_ids"].shape[0]
         for key, value in outputs.items():  # the loss, and the parts a head sums it from (mlm_loss …)
             if key == "loss" or key.endswith(("_loss", "/loss")):
@@ -524,7 +539,7 @@ class BertModule(pl.LightningModule):
 
     @override
     def on_fit_start(self) -> None:
-        """Refuse ``int8``; read the teacher (``model.teacher``); say when training on a GPU cannot use
+        """Refuse ``int8``; say when training on a GPU cannot use
         FlashAttention (attention dropout is on), and when a reduced precision runs on a CPU that
         emulates it (``bertkit.utils.precision.native_bf16``)."""
         if self.hparams.get("int8"):
@@ -532,8 +547,6 @@ class BertModule(pl.LightningModule):
                 "model.int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
             )
         self._nonfinite = NonFiniteLoss()
-        if self._distiller is not None:
-            self._distiller.model.to(self.device)
         precision = str(self.trainer.precision)
         if (
             self.device.type == "cpu"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -15,8 +15,10 @@ from bertkit.model.weights import read_state_dict, renamed
 from bertkit.tasks.head import Head
 from bertkit.tasks.task import task_from_spec
 from bertkit.training.checkpoints import load_checkpoint
-from bertkit.training.module import BertModule
 from bertkit.utils.io import atomic_path, read_json
+
+if TYPE_CHECKING:
+    from bertkit.training.module import BertModule
 
 SERVING_FILE = "bertkit.json"
 """The export folder's record of its task and ``data.max_length`` (``save_serving_config``)."""
@@ -78,10 +80,10 @@ def stored_max_length(stored: dict[str, Any], path: str | Path) -> int:
     return data["max_length"]
 
 
-def load_trained(path: str | Path, device: str = "cpu") -> tuple[BertModule, int]:
-    """A trained model and its ``data.max_length``, from a checkpoint or an export folder (its
-    task from ``bertkit.json``: registered or already-imported tasks only, nothing it names is
-    imported).
+def load_trained(path: str | Path, device: str, model_class: type[BertModule]) -> tuple[BertModule, int]:
+    """A trained model of ``model_class`` (``BertModule``, or a subclass) and its
+    ``data.max_length``, from a checkpoint or an export folder (its task from ``bertkit.json``:
+    registered or already-imported tasks only, nothing it names is imported), on ``device``.
 
     Raises:
         FileNotFoundError: neither a checkpoint nor an export folder with ``bertkit.json``.
@@ -89,12 +91,12 @@ def load_trained(path: str | Path, device: str = "cpu") -> tuple[BertModule, int
     """
     path = Path(path)
     if not path.is_dir():
-        model = BertModule.load_from_checkpoint(path, map_location=device)
+        model = model_class.load_from_checkpoint(path, map_location=device)
         stored = load_checkpoint(path, mmap=True)
         return model, stored_max_length(stored, path)
     config, key = serving_config(path)
     task = task_from_spec(config[key], f"{path / SERVING_FILE}: {key}")
-    model = BertModule(task, pretrained=str(path)).to(device)
+    model = model_class(task, pretrained=str(path)).to(device)
     if model.head is None:  # its learned settings are in the export's weights
         model.build_head()
     read_head_weights(model.head, path, family_of(path))
