@@ -12,7 +12,8 @@ module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
 - Tasks: ``Task`` (files, labels, features, records), ``Head`` (layers, loss, metrics, export
   keys; ``DistillationTarget``: what a student learns from a teacher), ``mean_over_processes`` (a loss that means the same on any number of processes), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
   ``task_from_spec``, ``pad_batch``.
-- Encoders: ``Encoder`` (the protocol a family's module implements), ``EncoderFamily``,
+- Encoders: ``Encoder`` (the protocol a family's module implements), ``EncoderFamily`` (and
+  ``registered_family``: another plugin's family to build on, by its registered name),
   ``BertConfig`` (``Preset``, ``PRESETS``), ``BertModel`` and its parts a family reuses
   (``BertPooler``, ``ACTIVATIONS``, ``first_tokens``, ``check_length``), ``EncoderOutput``,
   ``token_features``, ``Dropout``/``dropout``, the unpadded layout (``Unpadded``) and its
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from bertkit.model.config import PRESETS, BertConfig, Preset, typed_fields
     from bertkit.model.dropout import Dropout, dropout
     from bertkit.model.encoder import Encoder
-    from bertkit.model.families import EncoderFamily
+    from bertkit.model.families import EncoderFamily, registered_family
     from bertkit.model.pretrained import load_tokenizer
     from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words, unspaced_script
     from bertkit.model.unpadded import Unpadded, attend, band, varlen_attention
@@ -96,6 +97,7 @@ _HOME = {
     "dropout": "model.dropout",
     "Encoder": "model.encoder",
     "EncoderFamily": "model.families",
+    "registered_family": "model.families",
     "load_tokenizer": "model.pretrained",
     "SPECIAL_TOKENS": "model.tokenizer",
     "BertTokenizer": "model.tokenizer",
@@ -193,6 +195,7 @@ __all__ = [
     "read_json",
     "read_text",
     "registered",
+    "registered_family",
     "renamed",
     "replace_output",
     "require_litdata",

@@ -210,3 +210,28 @@ def test_a_command_name_taken_is_an_error_naming_both(plugin, message, capsys):
     finally:
         unregister_plugin("again")
     assert message in capsys.readouterr().err
+
+
+def test_a_family_named_by_registration_is_the_registered_class_alone():
+    """``registered_family``: another plugin's family to subclass, by its registered name; the
+    core's ``bert``; a name nobody registered, or a registration that is not a family, named."""
+    from bertkit_plugins.roberta import RobertaFamily
+
+    from bertkit.api import EncoderFamily, registered_family
+
+    assert registered_family("roberta") is RobertaFamily and registered_family("bert") is EncoderFamily
+
+    class NotAFamily:
+        @bertkit.hookimpl
+        def register_encoders(self, register):
+            register("odd", "collections:OrderedDict")
+
+    with pytest.raises(ValueError, match=r"registered_family\('camembert'\): no such encoder family; registered: "):
+        registered_family("camembert")
+    register_plugin(NotAFamily(), "odd")
+    try:
+        with pytest.raises(ValueError, match="registered as 'odd', is not an EncoderFamily subclass"):
+            registered_family("odd")
+        assert registered_family("roberta") is RobertaFamily  # resolving one never loads the others
+    finally:
+        unregister_plugin("odd")

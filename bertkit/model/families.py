@@ -21,7 +21,7 @@ from bertkit.model.config import BertConfig, Preset
 from bertkit.model.encoder import Encoder, missing_members
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.weights import load_encoder_weights
-from bertkit.plugins import import_class, registered, stored_class
+from bertkit.plugins import entries, import_class, loaded, registered, stored_class
 from bertkit.utils.io import read_json
 
 
@@ -114,6 +114,29 @@ def encoder_families() -> dict[str, type[EncoderFamily]]:
             raise ValueError(f"register_encoders: {family.__name__} registered as {name!r} but named {family.name!r}")
         families[name] = family
     return families
+
+
+def registered_family(name: str) -> type[EncoderFamily]:
+    """The family registered as ``name`` (the core's ``bert``, or a plugin's through
+    ``register_encoders``), resolving that one alone: a plugin whose family builds on another
+    (subclasses it, and its ``config_class``) takes its base here when its module is imported,
+    instead of importing the other plugin. The core's plugins are registered before any other
+    distribution's.
+
+    Raises:
+        ValueError: no family of that name (the message lists the registered ones), or what is
+            registered under it is not an ``EncoderFamily`` subclass.
+    """
+    if name == EncoderFamily.name:
+        return EncoderFamily
+    registry = entries("register_encoders")
+    if name not in registry:
+        known = ", ".join(sorted({EncoderFamily.name, *registry}))
+        raise ValueError(f"registered_family({name!r}): no such encoder family; registered: {known}")
+    family = loaded(registry[name])
+    if not (isinstance(family, type) and issubclass(family, EncoderFamily)):
+        raise ValueError(f"register_encoders: {family!r}, registered as {name!r}, is not an EncoderFamily subclass")
+    return family
 
 
 def encoder_family(name: str, field: str = "model.encoder", stored: bool = False) -> type[EncoderFamily]:
