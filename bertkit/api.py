@@ -5,8 +5,9 @@ nothing else of ``bertkit`` (CI checks it for the built-in plugins: ``.importlin
 never imports a plugin. Names are imported on first use (PEP 562), so a plugin's registration
 module stays cheap to import (``bertkit plugins``, ``bertkit --help``).
 
-- Plugin system: ``hookimpl`` (the hooks are in ``bertkit.hookspecs``), ``lazy_exports`` (a
-  plugin package that names its classes without importing them), ``registered`` and
+- Plugin system: ``hookimpl`` (the hooks are in ``bertkit.hookspecs``), ``PluginExports`` (a
+  plugin package's public classes, imported on first use, and the hooks that register them;
+  ``lazy_exports`` alone names classes without importing them), ``registered`` and
   ``stored_class`` (a registry's objects; a class named by a file, never imported), and for
   names of an earlier release ``deprecated_alias``, ``forwarding`` and ``renamed``.
 - Tasks: ``Task`` (files, labels, features, records), ``Head`` (layers, loss, metrics, export
@@ -38,7 +39,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bertkit.hookspecs import hookimpl
-from bertkit.plugins import lazy_exports
+from bertkit.plugins import PluginExports, lazy_exports
 
 if TYPE_CHECKING:
     from bertkit.data.collate import pad_batch
@@ -188,6 +189,7 @@ __all__ = [
     "mean_over_processes",
     "NonBlank",
     "pad_batch",
+    "PluginExports",
     "parse",
     "parse_json",
     "Preset",

@@ -106,6 +106,66 @@ def lazy_exports(module: str, exports: dict[str, str]) -> Callable[[str], object
     return __getattr__
 
 
+class PluginExports:
+    """A plugin package's public names, each imported on first use, and the registration hooks
+    that name them: what a plugin's ``__init__.py`` would otherwise spell out (a table of import
+    paths, ``__all__``, ``__getattr__`` and one hook function per registry)::
+
+        exports = PluginExports(__name__, {".task": ["QuestionAnswering"], ".head": ["AnswerSpanHead"]})
+        __all__, __getattr__ = exports.names, exports.getattr
+        register_tasks = exports.tasks("QuestionAnswering")
+
+    Args:
+        package: the plugin package's ``__name__``.
+        modules: each module (relative to ``package``, ``.task``; or absolute) -> the public names
+            it defines.
+    """
+
+    def __init__(self, package: str, modules: dict[str, list[str]]) -> None:
+        self.paths = {
+            name: f"{package + module if module.startswith('.') else module}:{name}"
+            for module, names in modules.items()
+            for name in names
+        }
+        self.names = list(self.paths)
+        self.getattr = lazy_exports(package, self.paths)
+
+    def tasks(self, *names: str, deprecated: Iterable[str] = ()) -> Callable[[Callable], None]:
+        """A ``register_tasks`` hook registering ``names`` and, under an earlier release's name,
+        ``deprecated`` (resolved, not offered as choices)."""
+        old = tuple(deprecated)
+
+        @hookspecs.hookimpl
+        def register_tasks(register: Callable) -> None:
+            for name in names:
+                register(self.paths[name])
+            for name in old:
+                register(self.paths[name], deprecated=True)
+
+        return register_tasks
+
+    def encoders(self, **families: str) -> Callable[[Callable], None]:
+        """A ``register_encoders`` hook: each registered name (``model.encoder``, the model
+        type) -> the exported ``EncoderFamily`` class's name."""
+
+        @hookspecs.hookimpl
+        def register_encoders(register: Callable) -> None:
+            for key, name in families.items():
+                register(key, self.paths[name])
+
+        return register_encoders
+
+    def masking(self, *names: str) -> Callable[[Callable], None]:
+        """A ``register_masking`` hook registering the exported ``MaskingStrategy`` classes ``names``."""
+
+        @hookspecs.hookimpl
+        def register_masking(register: Callable) -> None:
+            for name in names:
+                register(self.paths[name])
+
+        return register_masking
+
+
 # Registries whose objects are named by an attribute of their own (else by ``__name__``).
 NAME_ATTRIBUTE = {"register_encoders": "name"}  # EncoderFamily.name: "electra", as recipes say it
 

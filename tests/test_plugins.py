@@ -235,3 +235,25 @@ def test_a_family_named_by_registration_is_the_registered_class_alone():
         assert registered_family("roberta") is RobertaFamily  # resolving one never loads the others
     finally:
         unregister_plugin("odd")
+
+
+def test_plugin_exports_import_on_first_use_and_register_what_they_name():
+    """``PluginExports``: names by module (relative to the package, or absolute), imported when
+    first read; the hooks it makes register exactly the names given, old names as deprecated."""
+    from bertkit.api import PluginExports
+
+    exports = PluginExports("tests", {"collections": ["OrderedDict", "Counter"], ".conftest": ["FAST"]})
+    assert exports.names == ["OrderedDict", "Counter", "FAST"]
+    assert exports.paths["FAST"] == "tests.conftest:FAST" and exports.getattr("FAST") == FAST
+    with pytest.raises(AttributeError, match="module 'tests' has no attribute 'deque'"):
+        exports.getattr("deque")
+    calls = []
+    exports.tasks("OrderedDict", deprecated=("Counter",))(register=lambda *a, **k: calls.append((a, k)))
+    exports.encoders(ordered="OrderedDict")(register=lambda *a, **k: calls.append((a, k)))
+    exports.masking("Counter")(register=lambda *a, **k: calls.append((a, k)))
+    assert calls == [
+        (("collections:OrderedDict",), {}),
+        (("collections:Counter",), {"deprecated": True}),
+        (("ordered", "collections:OrderedDict"), {}),
+        (("collections:Counter",), {}),
+    ]

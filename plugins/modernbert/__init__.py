@@ -5,20 +5,10 @@ whose ``config.json`` says ``model_type: modernbert`` load as one. Token tagging
 answering and sequence classification export to ``ModernBertFor…``.
 """
 
-from collections.abc import Callable
+from bertkit.api import PluginExports
 
-from bertkit.api import hookimpl, lazy_exports
-
-EXPORTS = {
-    "ModernBertConfig": "bertkit_plugins.modernbert.encoder:ModernBertConfig",
-    "ModernBertModel": "bertkit_plugins.modernbert.encoder:ModernBertModel",
-    "ModernBertEncoder": "bertkit_plugins.modernbert.encoder:ModernBertEncoder",  # release 0.1's name
-    "ModernBertFamily": "bertkit_plugins.modernbert.encoder:ModernBertFamily",
-}
-__all__ = list(EXPORTS)
-__getattr__ = lazy_exports(__name__, EXPORTS)
-
-
-@hookimpl
-def register_encoders(register: Callable) -> None:
-    register("modernbert", EXPORTS["ModernBertFamily"])
+exports = PluginExports(
+    __name__, {".encoder": ["ModernBertConfig", "ModernBertModel", "ModernBertEncoder", "ModernBertFamily"]}
+)
+__all__, __getattr__ = exports.names, exports.getattr
+register_encoders = exports.encoders(modernbert="ModernBertFamily")

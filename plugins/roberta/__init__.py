@@ -6,23 +6,20 @@ SentencePiece ``tokenizer.json``; pretrained directories whose ``config.json`` s
 exports to the family's transformers class (``RobertaForTokenClassification`` …).
 """
 
-from collections.abc import Callable
+from bertkit.api import PluginExports
 
-from bertkit.api import hookimpl, lazy_exports
-
-EXPORTS = {
-    "RobertaConfig": "bertkit_plugins.roberta.encoder:RobertaConfig",
-    "RobertaModel": "bertkit_plugins.roberta.encoder:RobertaModel",
-    "RobertaEncoder": "bertkit_plugins.roberta.encoder:RobertaEncoder",  # release 0.1's name
-    "RobertaFamily": "bertkit_plugins.roberta.encoder:RobertaFamily",
-    "XLMRobertaConfig": "bertkit_plugins.roberta.encoder:XLMRobertaConfig",
-    "XLMRobertaFamily": "bertkit_plugins.roberta.encoder:XLMRobertaFamily",
-}
-__all__ = list(EXPORTS)
-__getattr__ = lazy_exports(__name__, EXPORTS)
-
-
-@hookimpl
-def register_encoders(register: Callable) -> None:
-    register("roberta", EXPORTS["RobertaFamily"])
-    register("xlm-roberta", EXPORTS["XLMRobertaFamily"])
+exports = PluginExports(
+    __name__,
+    {
+        ".encoder": [
+            "RobertaConfig",
+            "RobertaModel",
+            "RobertaEncoder",
+            "RobertaFamily",
+            "XLMRobertaConfig",
+            "XLMRobertaFamily",
+        ]
+    },
+)
+__all__, __getattr__ = exports.names, exports.getattr
+register_encoders = exports.encoders(**{"roberta": "RobertaFamily", "xlm-roberta": "XLMRobertaFamily"})
