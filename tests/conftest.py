@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -27,13 +28,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules with the most ``slow`` tests first, each module's tests kept together and in order:
-    xdist hands out tests in this order, so the longest runs start early instead of leaving one
-    worker busy at the end while the other idles."""
-    slow: dict[str, int] = {}
-    for item in items:
-        slow[item.module.__name__] = slow.get(item.module.__name__, 0) + (item.get_closest_marker("slow") is not None)
-    items.sort(key=lambda item: -slow[item.module.__name__])
+    """The modules that took longest in a measured run (``tests/durations.json``) first, and in
+    each the longest tests first, each module's tests kept together; new ones last: xdist hands
+    out tests in this order, so the longest runs start early instead of leaving one worker busy at
+    the end while the other idles (longest-first scheduling)."""
+    measured = json.loads((ROOT / "tests" / "durations.json").read_text())
+    modules, tests = measured["modules"], measured["tests"]
+    items.sort(key=lambda item: (-modules.get(item.nodeid.partition("::")[0], 0.0), -tests.get(item.nodeid, 0.0)))
 
 
 def pytest_configure(config: pytest.Config) -> None:

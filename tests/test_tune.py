@@ -248,10 +248,10 @@ def _workers(
 def test_two_workers_share_a_study_through_a_journal_file(tmp_path: Path) -> None:
     import optuna
 
-    _workers(tmp_path, "journal://study.log", (1, 2))  # relative: made absolute for the trials
+    _workers(tmp_path, "journal://study.log", (1, 2), trials=2)  # relative: made absolute for the trials
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.log")))
     trials = optuna.load_study(study_name="tiny", storage=storage).trials
-    assert len(trials) >= 3 and all(t.state.name == "COMPLETE" for t in trials)
+    assert len(trials) >= 2 and all(t.state.name == "COMPLETE" for t in trials)
     assert sorted(t.number for t in trials) == list(range(len(trials)))  # each trial taken by one worker
     folders = [Path(t.user_attrs["folder"]) for t in trials]
     assert len(set(folders)) == len(trials) and all((f / "checkpoints/last.ckpt").is_file() for f in folders)
