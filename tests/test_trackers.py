@@ -145,3 +145,41 @@ def test_a_missing_extra_is_named_before_lightning_starts(tmp_path, monkeypatch,
         check_extras(args + options)
     monkeypatch.setattr(bertkit.cli, "run_lightning", lambda args: pytest.fail("Lightning started"))
     assert bertkit.cli.main(["fit", "--config", str(RECIPE), *args, *options]) == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("sqlite:///mlflow.db", "sqlite:///{cwd}/mlflow.db"),
+        ("sqlite:///runs/x/mlflow.db", "sqlite:///{cwd}/runs/x/mlflow.db"),
+        ("sqlite:////srv/mlflow.db", "sqlite:////srv/mlflow.db"),
+        ("sqlite://", "sqlite://"),
+        ("file:./mlruns", "file:{cwd}/mlruns"),
+        ("file:///srv/mlruns", "file:///srv/mlruns"),
+        ("mlruns", "{cwd}/mlruns"),
+        ("/srv/mlruns", "/srv/mlruns"),
+        ("http://127.0.0.1:5000", "http://127.0.0.1:5000"),
+        ("databricks", "databricks"),
+    ],
+)
+def test_a_relative_tracker_location_is_made_absolute_against_the_working_folder(tmp_path, given, expected):
+    from bertkit.training.run_folder import absolute_location
+
+    assert absolute_location(given, tmp_path) == expected.format(cwd=tmp_path)
+
+
+def test_runs_started_in_two_folders_in_one_process_each_track_into_their_own(tmp_path, monkeypatch):
+    """MLflow keeps one store per location string for the whole process: the recipe's relative
+    ``sqlite:///mlflow.db`` names, for each run, the folder that run starts in."""
+    pytest.importorskip("mlflow")
+    from bertkit import compose
+
+    uris = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        run = compose(RECIPE, TRACKERS / "mlflow.yaml", overrides={"model.pretrained": None, "model.preset": "tiny",
+                      "model.vocab_file": "all-MiniLM-L6-v2"})  # fmt: skip
+        (tracker,) = [t for t in run.trainer.loggers if type(t).__name__ == "MLFlowLogger"]
+        uris.append(tracker._tracking_uri)
+    assert uris == [f"sqlite:///{tmp_path / 'a'}/mlflow.db", f"sqlite:///{tmp_path / 'b'}/mlflow.db"]

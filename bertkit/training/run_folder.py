@@ -43,9 +43,31 @@ LOG_NAME = "logs"
 LOCK_NAME = ".fit.lock"
 
 
+def absolute_location(uri: str, cwd: Path) -> str:
+    """A tracker's location with a relative path made absolute against ``cwd``: ``sqlite:///x.db``
+    (SQLAlchemy's relative form), ``file:x`` and a plain path; absolute paths, ``sqlite://`` (in
+    memory) and network URIs (``http://…``, ``databricks``) as they are. MLflow keeps one store per
+    location string for the whole process: a relative one would keep writing where the process
+    first resolved it, whatever folder a later run starts in."""
+    if uri.startswith("sqlite:///"):
+        path = uri.removeprefix("sqlite:///")
+        return uri if not path or path.startswith("/") else f"sqlite:///{cwd / path}"
+    if uri.startswith("file:"):
+        path = uri.removeprefix("file:").removeprefix("//")
+        return uri if path.startswith("/") else f"file:{cwd / path}"
+    if "://" in uri or ":" in uri.split("/")[0] or uri in ("", "databricks"):
+        return uri
+    return str(cwd / uri)
+
+
 def place_outputs(trainer: Namespace, subcommand: str | None = None) -> None:
     """Fill the logger and checkpoint folders a parsed ``trainer`` config leaves out, in place;
-    no logger for a ``subcommand`` other than ``fit`` (None: as for ``fit``)."""
+    no logger for a ``subcommand`` other than ``fit`` (None: as for ``fit``); make a tracker's
+    relative location absolute against the working folder (``absolute_location``)."""
+    for logger in trainer.get("logger") if isinstance(trainer.get("logger"), list) else [trainer.get("logger")]:
+        settings = logger.get("init_args") if isinstance(logger, Namespace) else None
+        if settings is not None and isinstance(settings.get("tracking_uri"), str):
+            settings.tracking_uri = absolute_location(settings.tracking_uri, Path.cwd())
     root = trainer.get("default_root_dir")
     if root is None:
         return
