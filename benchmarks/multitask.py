@@ -1,4 +1,4 @@
-"""Multi-task fine-tuning against single-task runs at the same budget (issue 13): CoNLL-2003 NER
+"""Multi-task fine-tuning against single-task runs at the same budget: CoNLL-2003 NER
 and SST-2 on one encoder (``recipes/multitask.yaml``) vs ``recipes/ner.yaml`` and
 ``recipes/sst2.yaml`` alone.
 

@@ -1,5 +1,5 @@
 """One benchmark over several seeds: each side's mean and standard deviation, and the paired
-difference per seed (issue 12: one seed cannot tell a gap from chance).
+difference per seed (one seed cannot tell a gap from chance).
 
 Each seed runs the task's benchmark script in its own process (``--seed N``, which also sets
 bertkit's ``data.seed``) and writes ``benchmarks/results/seeds/<task>/<name>/seed<N>.json``; a

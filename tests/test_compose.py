@@ -10,7 +10,7 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 
 
 def test_a_composed_datamodule_sets_up_before_any_trainer_call(tmp_path):
-    """In a notebook: look at the features before training (issue 13: it raised 'needs a trainer')."""
+    """In a notebook: look at the features before training (it once raised 'needs a trainer')."""
     run = compose(RECIPES / "ner.yaml", overrides={"trainer.default_root_dir": str(tmp_path)})
     run.datamodule.setup("fit")
     batch = next(iter(run.datamodule.train_dataloader()))  # featurizes the split

@@ -1,5 +1,5 @@
-"""The example join every head's ``format_predictions`` starts from (issue 13: four heads had four
-copies): per-feature predictions grouped by ``example_index``, nothing silently dropped."""
+"""The example join every head's ``format_predictions`` starts from (four heads had four
+copies of it): per-feature predictions grouped by ``example_index``, nothing silently dropped."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run folder is stated once (issue 13): ``trainer.default_root_dir`` places the logs, the
+"""The run folder is stated once: ``trainer.default_root_dir`` places the logs, the
 checkpoints, the predictions and the export, and an overlay that moves it changes nothing else."""
 
 from __future__ import annotations

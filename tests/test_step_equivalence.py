@@ -1,4 +1,4 @@
-"""bertkit's training loop is transformers' loop, step for step (issue 12).
+"""bertkit's training loop is transformers' loop, step for step.
 
 With every setting matched — the same initial weights (bertkit's, exported with
 ``save_pretrained``), the same batches in the same order, dropout off, fp32 — the first training
