@@ -673,7 +673,7 @@ def _tiny_predictor() -> Predictor:
         from bertkit import BertModule
 
         model = BertModule(TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
-        _PREDICTOR.append(Predictor.from_model(model.eval()))
+        _PREDICTOR.append(Predictor.from_model(model.eval(), max_length=128))
     return _PREDICTOR[0]
 
 

@@ -78,7 +78,7 @@ class Predictor:
         tokenizer: BertTokenizer,
         forward: Callable[[Batch], dict[str, torch.Tensor]],
         description: dict[str, Any],
-        max_length: int = 128,
+        max_length: int,
         max_tokens: int = MAX_TOKENS,
         encoder: torch.nn.Module | None = None,
         device: torch.device | str = "cpu",
@@ -89,9 +89,11 @@ class Predictor:
         self._prepacked = False  # the encoder's linear layers pre-packed for oneDNN (``_prepack``)
 
     @classmethod
-    def from_model(cls, model: BertModule, max_length: int = 128, max_tokens: int = MAX_TOKENS) -> Predictor:
-        """A predictor of ``model`` (its head built), put in evaluation mode; its layers are left as
-        they are (``from_checkpoint`` and ``from_export`` also pack them, ``bertkit.model.prepacked``)."""
+    def from_model(cls, model: BertModule, max_length: int, max_tokens: int = MAX_TOKENS) -> Predictor:
+        """A predictor of ``model`` (its head built), put in evaluation mode, reading windows of
+        ``max_length`` tokens (the data module's ``max_length`` it was trained with: a model does
+        not record it, so there is no default); its layers are left as they are
+        (``from_checkpoint`` and ``from_export`` also pack them, ``bertkit.model.prepacked``)."""
         model.eval()
         description = _description(model.family.name, model.task, model.encoder.config.hidden_size, "torch")
         return cls(
