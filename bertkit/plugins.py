@@ -133,16 +133,7 @@ class PluginExports:
     def tasks(self, *names: str, deprecated: Iterable[str] = ()) -> Callable[[Callable], None]:
         """A ``register_tasks`` hook registering ``names`` and, under an earlier release's name,
         ``deprecated`` (resolved, not offered as choices)."""
-        old = tuple(deprecated)
-
-        @hookspecs.hookimpl
-        def register_tasks(register: Callable) -> None:
-            for name in names:
-                register(self.paths[name])
-            for name in old:
-                register(self.paths[name], deprecated=True)
-
-        return register_tasks
+        return self._registering(names, tuple(deprecated))
 
     def encoders(self, **families: str) -> Callable[[Callable], None]:
         """A ``register_encoders`` hook: each registered name (``model.encoder``, the model
@@ -157,13 +148,20 @@ class PluginExports:
 
     def masking(self, *names: str) -> Callable[[Callable], None]:
         """A ``register_masking`` hook registering the exported ``MaskingStrategy`` classes ``names``."""
+        return self._registering(names, ())
+
+    def _registering(self, names: tuple[str, ...], deprecated: tuple[str, ...]) -> Callable[[Callable], None]:
+        """A hook (pluggy knows it by the module attribute it is assigned to) registering the
+        exported ``names`` by import path, and ``deprecated`` ones as such."""
 
         @hookspecs.hookimpl
-        def register_masking(register: Callable) -> None:
+        def hook(register: Callable) -> None:
             for name in names:
                 register(self.paths[name])
+            for name in deprecated:
+                register(self.paths[name], deprecated=True)
 
-        return register_masking
+        return hook
 
 
 # Registries whose objects are named by an attribute of their own (else by ``__name__``).

@@ -9,6 +9,8 @@ import re
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonargparse import Namespace
 
 from bertkit.training.run_folder import place_outputs
@@ -183,3 +185,21 @@ def test_runs_started_in_two_folders_in_one_process_each_track_into_their_own(tm
         (tracker,) = [t for t in run.trainer.loggers if type(t).__name__ == "MLFlowLogger"]
         uris.append(tracker._tracking_uri)
     assert uris == [f"sqlite:///{tmp_path / 'a'}/mlflow.db", f"sqlite:///{tmp_path / 'b'}/mlflow.db"]
+
+
+segment = st.text(alphabet="abcxyz019_-.", min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(segment, min_size=1, max_size=4), form=st.sampled_from(["sqlite:///", "file:", "file:./", ""]))
+def test_any_relative_tracker_location_lands_in_the_working_folder_and_stays_there(tmp_path_factory, parts, form):
+    """Every relative location of each form resolves under the working folder; resolving again
+    (a second run, another folder) changes nothing; an absolute one is never moved."""
+    from bertkit.training.run_folder import absolute_location
+
+    cwd, elsewhere = tmp_path_factory.getbasetemp() / "cwd", tmp_path_factory.getbasetemp() / "elsewhere"
+    relative = "/".join(parts)
+    resolved = absolute_location(form + relative, cwd)
+    prefix = {"sqlite:///": "sqlite:///", "file:": "file:", "file:./": "file:", "": ""}[form]
+    assert resolved == f"{prefix}{cwd / relative}"
+    assert absolute_location(resolved, elsewhere) == resolved

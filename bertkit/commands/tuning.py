@@ -13,8 +13,8 @@ min), read from the trial's ``last.ckpt`` (``ModelCheckpoint.best_model_score``)
 ordinary run folder, ``<default_root_dir>/trials/NNN`` (checkpoints, logs, ``config.yaml``),
 trained in a process of its own as ``bertkit fit`` trains it (``compose``, then
 ``Trainer.fit``), forked from a server process that imported torch, Lightning and bertkit once
-(so a trial starts in a fraction of a second, not after their import time); the study lives in ``<default_root_dir>/tune/study.db`` (SQLite) or any
-SQLAlchemy URL, so it resumes after an interruption, a trial whose process stopped sending
+(so a trial starts without their import time); the study lives in
+``<default_root_dir>/tune/study.db`` (SQLite) or any SQLAlchemy URL, so it resumes after an interruption, a trial whose process stopped sending
 heartbeats is marked failed and re-queued once (Optuna's ``RetryHeartbeatStaleTrialCallback``), and
 workers share it: ``--n_jobs`` on one machine, or ``bertkit tune`` on several machines with one
 ``--storage``. A pruner (median or successive halving) reads the score at every validation;
@@ -47,6 +47,7 @@ from urllib.parse import quote
 
 import optuna
 import pytorch_lightning as pl
+import torch
 import yaml
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -315,7 +316,7 @@ class Study:
 def run_in_process(study: Study, overrides: dict[str, Any], folder: Path, trial_id: int | None, threads: int) -> float:
     """``bertkit fit`` of the recipe with ``overrides`` into ``folder`` in a new process (pruned
     through ``trial_id`` when given; a tracker names the run by ``folder``'s name); the best
-    monitored score. The process is forked from ``TRIALS``' server, which imported torch,
+    monitored score. The process is forked from ``trial_processes``' server, which imported torch,
     Lightning and bertkit once, so a trial starts without their import time; it runs in this
     process's working folder and environment as they are now, on ``threads`` threads, its output in
     ``folder/trial.log``.
@@ -366,8 +367,6 @@ def trial_process(job: dict[str, Any]) -> None:
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["environ"] | {"OMP_NUM_THREADS": str(job["threads"])})
-    import torch
-
     torch.set_num_threads(job["threads"])
     fit_trial(job)
 

@@ -1,5 +1,5 @@
-"""Knowledge distillation (the ``Distillation`` callback, or a recipe's ``model.teacher``): a student learns from a trained teacher's soft
-targets as well as from the labels (Hinton, Vinyals and Dean 2015, "Distilling the Knowledge in
+"""Knowledge distillation (the ``Distillation`` callback, or a recipe's ``model.teacher``): a
+student learns from a trained teacher's soft targets as well as from the labels (Hinton, Vinyals and Dean 2015, "Distilling the Knowledge in
 a Neural Network"): loss = alpha x T² x KL(teacher's softmax(z/T) || student's softmax(z/T)) +
 (1 - alpha) x the head's own loss. T² keeps the soft targets' gradients at the scale of the hard
 ones' as T changes (Hinton et al. §2). What is distilled is what the head names

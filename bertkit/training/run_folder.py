@@ -52,8 +52,8 @@ def absolute_location(uri: str, cwd: Path) -> str:
     if uri.startswith("sqlite:///"):
         path = uri.removeprefix("sqlite:///")
         return uri if not path or path.startswith("/") else f"sqlite:///{cwd / path}"
-    if uri.startswith("file:"):
-        path = uri.removeprefix("file:").removeprefix("//")
+    if uri.startswith("file:"):  # file:///path and file://host/path stay
+        path = uri.removeprefix("file:")
         return uri if path.startswith("/") else f"file:{cwd / path}"
     if "://" in uri or ":" in uri.split("/")[0] or uri in ("", "databricks"):
         return uri
