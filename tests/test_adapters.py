@@ -167,8 +167,9 @@ def test_a_lora_run_keeps_adapters_and_head_and_exports_both_forms(tmp_path, min
     from bertkit.inference.predictor import Predictor
 
     texts = ["Peter Blackburn flew to Oslo on Tuesday.", "EU rejects German call to boycott British lamb ."]
-    served = Predictor.load(last).predict(texts)  # what bertkit serve runs: its layers packed, the adapters' not
-    assert served == Predictor.from_model(BertModule.load_from_checkpoint(last)).predict(texts)
+    loaded = Predictor.load(last)  # what bertkit serve runs: its layers packed, the adapters' not
+    plain = Predictor.from_model(model, max_length=loaded.max_length)
+    assert loaded.predict(texts) == plain.predict(texts)
     run_bertkit("export", str(last), str(tmp_path / "export"), "--adapter", "true", "--onnx", "false", cwd=tmp_path)
     card = (tmp_path / "export" / "README.md").read_text(encoding="utf-8")
     assert "# TokenClassification (LoRA) from all-MiniLM-L6-v2" in card and "## LoRA" in card
