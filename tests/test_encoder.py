@@ -185,3 +185,33 @@ def test_presets_and_features():
     )
     with pytest.raises(ValueError, match="how='mean'"):
         token_features(out.hidden_states, "mean")
+
+
+def _families() -> list[str]:
+    from bertkit.model.families import encoder_families
+
+    return sorted(encoder_families())
+
+
+@pytest.mark.parametrize("name", _families())
+@pytest.mark.parametrize("whole", [True, False], ids=["whole", "without-optional"])
+def test_a_pretrained_encoder_holds_the_files_weights_and_initialises_only_what_it_lacks(tmp_path, name, whole):
+    from bertkit.model.families import encoder_families
+    from bertkit.model.weights import pretrained_encoder
+
+    family = encoder_families()[name]
+    config = family.config_class.preset("tiny", vocab_size=64, pad_token_id=0)
+    saved = family.encoder_class(config)
+    state = {k: v for k, v in saved.state_dict().items() if whole or not k.startswith(saved.optional_weights)}
+    save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "model.safetensors"))
+    torch.manual_seed(3)
+    encoder, heads = pretrained_encoder(lambda: family.encoder_class(config), tmp_path, family.hf_prefix)
+    drawn = torch.randn(4)
+    torch.manual_seed(3)
+    reference = family.encoder_class(config)  # what an initialised build draws from the same generator
+    assert heads == {} and encoder.state_dict().keys() == saved.state_dict().keys()
+    for key, value in encoder.state_dict().items():
+        assert torch.equal(value, state[key] if key in state else reference.state_dict()[key]), key
+    if len(state) == len(saved.state_dict()):  # every weight read: nothing initialised, nothing drawn
+        torch.manual_seed(3)
+        assert torch.equal(drawn, torch.randn(4))

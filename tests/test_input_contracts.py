@@ -297,7 +297,7 @@ def test_a_vocabulary_larger_than_the_embeddings_is_refused(tmp_path: Path, mini
 @settings(max_examples=5, deadline=None)
 def test_weights_that_are_not_floats_are_refused(tmp_path_factory, dtype) -> None:
     from bertkit.model.bert import BertModel
-    from bertkit.model.weights import load_encoder_weights
+    from bertkit.model.weights import pretrained_encoder
 
     folder = tmp_path_factory.mktemp("w")
     encoder = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
@@ -305,7 +305,7 @@ def test_weights_that_are_not_floats_are_refused(tmp_path_factory, dtype) -> Non
     state["embeddings.word_embeddings.weight"] = state["embeddings.word_embeddings.weight"].to(dtype)
     save_file(state, str(folder / "model.safetensors"))
     with pytest.raises(ValueError, match="not floating-point"):
-        load_encoder_weights(encoder, folder)
+        pretrained_encoder(lambda: encoder, folder)
 
 
 def test_a_pickled_weights_file_is_an_error_naming_it(tmp_path: Path) -> None:

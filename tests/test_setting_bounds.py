@@ -27,7 +27,7 @@ from bertkit import BertDataModule, BertModule
 from bertkit.model.adapters import Adapter
 from bertkit.model.bert import BertModel
 from bertkit.model.config import BertConfig
-from bertkit.model.weights import load_encoder_weights
+from bertkit.model.weights import pretrained_encoder
 from bertkit.training.distillation import Teacher
 from bertkit.utils.precision import check_float32
 
@@ -153,5 +153,5 @@ def test_weights_not_finite_in_the_models_precision_are_refused_naming_the_tenso
     state[name].view(-1)[0] = value
     save_file(state, str(folder / "model.safetensors"))
     with pytest.raises(ValueError, match=rf"model.safetensors: tensors that are not finite in float32.*{name[5:]}"):
-        load_encoder_weights(encoder, folder)
+        pretrained_encoder(lambda: encoder, folder)
     assert torch.isfinite(encoder.embeddings.word_embeddings.weight).all()

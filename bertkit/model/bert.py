@@ -376,13 +376,12 @@ class BertModel(nn.Module):
         """Build from a Hugging Face format directory (``config.json`` + weights).
 
         Raises:
-            FileNotFoundError, ValueError: see ``bertkit.model.weights.load_encoder_weights``.
+            FileNotFoundError, ValueError: see ``bertkit.model.weights.pretrained_encoder``.
         """
-        from bertkit.model.weights import load_encoder_weights
+        from bertkit.model.weights import pretrained_encoder
 
-        encoder = cls(BertConfig.from_pretrained(directory), add_pooling_layer)
-        load_encoder_weights(encoder, directory)
-        return encoder
+        config = BertConfig.from_pretrained(directory)
+        return pretrained_encoder(lambda: cls(config, add_pooling_layer), directory)[0]
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Write ``config.json`` and ``model.safetensors`` that ``transformers.BertModel`` loads."""

@@ -20,7 +20,7 @@ from bertkit.model.bert import BertModel
 from bertkit.model.config import BertConfig, Preset
 from bertkit.model.encoder import Encoder, missing_members
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.model.weights import load_encoder_weights
+from bertkit.model.weights import pretrained_encoder
 from bertkit.plugins import entries, import_class, loaded, registered, stored_class
 from bertkit.utils.io import read_json
 
@@ -71,11 +71,11 @@ class EncoderFamily:
 
         Raises:
             FileNotFoundError, ValueError: see ``BertConfig.from_pretrained`` and
-                ``bertkit.model.weights.load_encoder_weights`` (they name the file and keys); a
+                ``bertkit.model.weights.pretrained_encoder`` (they name the file and keys); a
                 ``vocab_size`` smaller than the tokenizer's vocabulary.
         """
-        encoder = cls.encoder_class(cls.config_class.from_pretrained(directory))
-        load_encoder_weights(encoder, directory, cls.hf_prefix)
+        config = cls.config_class.from_pretrained(directory)
+        encoder, _ = pretrained_encoder(lambda: cls.encoder_class(config), directory, cls.hf_prefix)
         tokenizer = cls.tokenizer_class.from_pretrained(directory)
         if tokenizer.vocab_size > encoder.config.vocab_size:
             raise ValueError(

@@ -226,7 +226,7 @@ class BertModule(pl.LightningModule):
         pooler = getattr(self.encoder, "pooler", None)
         if pooler is not None and not head.reads_pooler:
             pooler.requires_grad_(False)  # outside the loss: DDP would stop at the first step
-        fresh = getattr(self.encoder, "fresh_weights", "")  # set by load_encoder_weights
+        fresh = getattr(self.encoder, "fresh_weights", "")  # set by pretrained_encoder
         if fresh and head.reads_pooler:
             rank_zero_warn(f"{fresh}: {type(head).__name__} reads them, so they start fresh and train with it")
         self.head = head
