@@ -111,9 +111,7 @@ def pretrained_encoder(
     return encoder, _load_state(encoder, raw, path, prefix)
 
 
-def _load_state(
-    encoder: nn.Module, raw: dict[str, torch.Tensor], path: Path, prefix: str
-) -> dict[str, torch.Tensor]:
+def _load_state(encoder: nn.Module, raw: dict[str, torch.Tensor], path: Path, prefix: str) -> dict[str, torch.Tensor]:
     own = encoder.state_dict()
     task_checkpoint = any(key.startswith(prefix) for key in raw)
     state, heads = {}, {}
