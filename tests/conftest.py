@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,15 +107,69 @@ def run_bertkit_fresh(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return run_bertkit(*args, fresh_process=True, **kwargs)
 
 
-def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+class Forked:
+    """``bertkit ARGS`` in a process forked from this one: a process of its own for signals, kills,
+    exit statuses and DDP (``sys.argv`` is the command's, so Lightning starts the other ranks as
+    the console script would), without the seconds a new interpreter spends importing torch and
+    Lightning. Output goes to ``stdout``/``stderr`` files beside the run; ``isolated`` sets its
+    working directory, environment and plugins as a new process has them."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        full_env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
+        self.args, self.returncode = args, None
+        folder = Path(tempfile.mkdtemp(prefix="forked-"))
+        self.out, self.err = folder / "stdout", folder / "stderr"
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into pytest
+            code = 1
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)  # as a new interpreter has them
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                sys.argv = [str(Path(sys.executable).with_name("bertkit")), *args]
+                with self.out.open("w", buffering=1) as out, self.err.open("w", buffering=1) as err:
+                    code = in_process(list(args), cwd, full_env, out, err).returncode
+            finally:
+                os._exit(code)
+
+    def poll(self) -> int | None:
+        """The exit status (negative: the signal that ended it) once it has ended, else None."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def wait(self, timeout: float = 900) -> subprocess.CompletedProcess:
+        """Wait for the end (killed after ``timeout`` seconds); its status and output."""
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+            time.sleep(0.05)
+        out, err = (path.read_text() if path.exists() else "" for path in (self.out, self.err))
+        return subprocess.CompletedProcess(["bertkit", *self.args], self.returncode, out, err)
+
+
+def run_bertkit_forked(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``bertkit ARGS`` in a forked process (``Forked``), to its end; its status is not checked."""
+    return Forked(list(args), cwd, env).wait()
+
+
+def in_process(
+    args: list[str], cwd: Path, env: dict[str, str], out: IO[str] | None = None, err: IO[str] | None = None
+) -> subprocess.CompletedProcess:
     """``bertkit.cli.main(args)`` as a new process would run it (``isolated``): stdout and stderr
-    captured, an uncaught error's traceback and exit status 1 as the interpreter gives them."""
+    captured (into ``out`` and ``err`` where given, and then not returned), an uncaught error's
+    traceback and exit status 1 as the interpreter gives them."""
     import traceback
     from io import StringIO
 
     from bertkit.cli import main
 
-    out, err = StringIO(), StringIO()
+    out, err = out or StringIO(), err or StringIO()
     with isolated(cwd, env, out, err):
         try:
             code = main(args)
@@ -121,7 +178,8 @@ def in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Co
         except Exception:  # uncaught: the traceback and exit status 1, as the interpreter gives them
             traceback.print_exc()
             code = 1
-    return subprocess.CompletedProcess(["bertkit", *args], code, out.getvalue(), err.getvalue())
+    texts = [stream.getvalue() if isinstance(stream, StringIO) else "" for stream in (out, err)]
+    return subprocess.CompletedProcess(["bertkit", *args], code, *texts)
 
 
 @contextmanager

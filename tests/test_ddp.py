@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_forked
 from tests.test_qa_train import toy_squad
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]  # two processes each (DDP)
@@ -73,7 +73,8 @@ def test_ner_predict_on_two_processes_writes_what_one_does(ner_run):
     out = ner_run / "runs/ner/predictions.jsonl"
     run_bertkit("predict", *args, cwd=ner_run)
     single = out.read_text()
-    run_bertkit_fresh("predict", *args, *TWO, cwd=ner_run)
+    proc = run_bertkit_forked("predict", *args, *TWO, cwd=ner_run)  # rank 1 started from its command line
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert out.read_text() == single and len(single.splitlines()) > 50
 
 

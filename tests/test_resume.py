@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import TaskMixingBatchSampler, TokenBudgetBatchSampler, TrainShardSampler
-from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_fresh
+from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_forked
 
 ARGS = [
     "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
@@ -63,9 +63,9 @@ def interrupt_then_resume(
     else:
         run_bertkit("fit", *args, *extra, cwd=whole)
     env = {"PYTHONPATH": str(ROOT)}
-    stopped = run_bertkit_fresh(
+    stopped = run_bertkit_forked(
         "fit", *args, *extra, f"--trainer.callbacks+=tests.kill.{callback}", f"--trainer.callbacks.step={step}",
-        cwd=broken, env=env, check=False,
+        cwd=broken, env=env,
     )  # fmt: skip
     assert stopped.returncode in (-signal.SIGKILL, 143), stopped.stderr[-2000:]
     resumed_from = torch.load(broken / f"runs/{folder}/checkpoints/last.ckpt", weights_only=True)

@@ -7,7 +7,6 @@ every token of real-world whitespace."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from bertkit.model.families import family_of
 from bertkit.training.checkpoints import load_checkpoint
 from bertkit.training.module import BertModule
 from bertkit.training.run_folder import RunFolderBusy, claim
-from tests.conftest import RECIPE, ROOT, run_bertkit
+from tests.conftest import RECIPE, ROOT, Forked, run_bertkit
 
 TINY = [
     "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
@@ -136,21 +135,16 @@ def test_an_earlier_runs_checkpoints_need_resume_or_overwrite(tmp_path):
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 @pytest.mark.slow
 def test_a_signal_ends_fit_with_its_exit_code_and_the_resume_command(tmp_path, signum, code):
-    env = dict(os.environ)
-    args = [*TINY, "--trainer.max_epochs=1000", "--trainer.limit_val_batches=1"]
-    exe = Path(sys.executable).with_name("bertkit")
-    proc = subprocess.Popen(
-        [str(exe), "fit", *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    proc = Forked(["fit", *TINY, "--trainer.max_epochs=1000", "--trainer.limit_val_batches=1"], tmp_path)
     last = tmp_path / "runs/ner/checkpoints/last.ckpt"
     deadline = time.monotonic() + 120
     while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     time.sleep(1.0)
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == code, err[-3000:]
+    ended = proc.wait(timeout=120)
+    err = ended.stderr
+    assert ended.returncode == code, err[-3000:]
     assert "last checkpoint (step" in err and "--ckpt_path last" in err, err[-3000:]
     if signum == signal.SIGTERM:  # stopped at a batch boundary: last.ckpt holds that step
         stopped = int(err.split("stopped by SIGTERM at step ")[1].split()[0])
