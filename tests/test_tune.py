@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,7 +15,7 @@ import pytest
 import yaml
 
 from bertkit.commands.tuning import Param, Pruning, read_space
-from tests.conftest import RECIPE, free_port, run_bertkit
+from tests.conftest import RECIPE, Forked, free_port, run_bertkit, run_bertkit_fresh
 
 pytest.importorskip("optuna")
 
@@ -211,35 +209,13 @@ def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_valid
 def _workers(
     tmp_path: Path, storage: str, seeds: tuple[int, ...], trials: int = 3
 ) -> list[subprocess.CompletedProcess]:
-    """``bertkit tune`` workers started together on one study (the tiny recipe, ``trials`` trials)."""
+    """``bertkit tune`` workers started together on one study (the tiny recipe, ``trials`` trials),
+    each a process of its own (``Forked``)."""
     tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
-    exe = Path(sys.executable).with_name("bertkit")
-    env = dict(os.environ)
-    tune = [
-        str(exe),
-        "tune",
-        "--config",
-        "tiny.yaml",
-        "--space",
-        "space.yaml",
-        "--pruner",
-        "none",
-        "--trials",
-        str(trials),
-    ]
-    workers = [
-        subprocess.Popen(
-            [*tune, "--storage", storage, "--seed", str(seed)],
-            cwd=tmp_path,
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
-        for seed in seeds
-    ]
-    done = [subprocess.CompletedProcess(w.args, w.wait(600), *w.communicate()) for w in workers]
+    tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", str(trials)]
+    workers = [Forked([*tune, "--storage", storage, "--seed", str(seed)], tmp_path) for seed in seeds]
+    done = [worker.wait(600) for worker in workers]
     assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]
     return done
 
@@ -271,6 +247,9 @@ def test_a_worker_reaches_its_study_through_a_grpc_proxy(tmp_path: Path) -> None
         daemon=True,
     )  # fmt: skip
     server.start()
-    _workers(tmp_path, f"grpc://127.0.0.1:{port}", (1,), trials=1)
+    tiny_recipe(tmp_path)  # the worker in a new interpreter: a process forked beside a gRPC server hangs in gRPC
+    (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
+    tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", "1"]
+    run_bertkit_fresh(*tune, "--storage", f"grpc://127.0.0.1:{port}", "--seed", "1", cwd=tmp_path)
     trials = optuna.load_study(study_name="tiny", storage=journal).trials
     assert [t.state.name for t in trials] == ["COMPLETE"]
