@@ -9,8 +9,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -35,7 +33,7 @@ from bertkit.inference.onnx import export_onnx
 from bertkit.inference.predictor import Predictor
 from bertkit.training.callbacks import prediction_records
 from bertkit.training.trained import save_serving_config
-from tests.conftest import FAST, RECIPE, run_bertkit
+from tests.conftest import FAST, RECIPE, Forked, run_bertkit
 from tests.test_export import tiny
 
 LONG = " ".join(["Peter Blackburn flew from Oslo to Paris on Tuesday ."] * 12)  # > 32 tokens: windows
@@ -264,15 +262,14 @@ def ner_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @contextmanager
 def serving(
     checkpoint: Path, cwd: Path, *options: str, env: dict[str, str] | None = None
-) -> Iterator[tuple[int, subprocess.Popen]]:
-    """``bertkit serve CHECKPOINT OPTIONS`` in a new process (with ``env`` added to this one's),
-    once /health answers: (port, process). Stopped with SIGTERM at the end (killed if it has not
-    exited 60 s later)."""
+) -> Iterator[tuple[int, Forked]]:
+    """``bertkit serve CHECKPOINT OPTIONS`` in a process of its own (``Forked``, with ``env``
+    added to this one's; LitServe starts its model processes anew), once /health answers:
+    (port, process). Stopped with SIGTERM at the end (killed if it has not exited 60 s later)."""
     port = _free_port()
-    command = [sys.executable, "-m", "bertkit", "serve", str(checkpoint), "--port", str(port), *options]
-    env = {**os.environ, **(env or {})}
-    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    key = {"X-API-Key": env["BERTKIT_API_KEY"]} if "BERTKIT_API_KEY" in env else {}
+    server = Forked(["serve", str(checkpoint), "--port", str(port), *options], cwd, env)
+    given = {**os.environ, **(env or {})}
+    key = {"X-API-Key": given["BERTKIT_API_KEY"]} if "BERTKIT_API_KEY" in given else {}
     try:
         for _ in range(240):
             try:
@@ -280,7 +277,7 @@ def serving(
                     break
             except OSError:
                 pass
-            assert server.poll() is None, server.stdout.read()
+            assert server.poll() is None, server.wait().stdout + server.wait().stderr
             time.sleep(0.5)
         else:
             raise AssertionError("the server did not answer /health within 120 s")
@@ -288,11 +285,7 @@ def serving(
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            raise
+        server.wait(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -383,7 +376,8 @@ def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoin
             time.sleep(1.0)
             server.send_signal(signal.SIGTERM)
             answers = [a.result() for a in answers]
-        assert server.wait(timeout=60) == 0, server.stdout.read()
+        ended = server.wait(timeout=60)
+        assert ended.returncode == 0, ended.stdout + ended.stderr
     assert [status for status, _ in answers] == [200, 200, 422, 200], answers
     assert answers[2][1]["detail"] == "inputs[1]: empty text"
     for body, (_, records) in zip(bodies, answers, strict=True):
@@ -542,10 +536,7 @@ CHROMIUM_FLAGS = [
 def test_serve_refuses_a_checkpoint_it_cannot_load_before_listening(tmp_path: Path) -> None:
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"not a checkpoint")
-    proc = subprocess.run(
-        [sys.executable, "-m", "bertkit", "serve", str(broken), "--port", str(_free_port())],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ}, check=False,
-    )  # fmt: skip
+    proc = Forked(["serve", str(broken), "--port", str(_free_port())], tmp_path).wait(timeout=300)
     assert proc.returncode == 2 and "bertkit: error:" in proc.stderr and "broken.ckpt" in proc.stderr, proc.stderr
 
 
