@@ -31,10 +31,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules that took longest in a measured run (``tests/durations.json``) first, and in
-    each the longest tests first, each module's tests kept together; new ones last: xdist hands
-    out tests in this order, so the longest runs start early instead of leaving one worker busy at
-    the end while the other idles (longest-first scheduling)."""
+    """The modules that took longest in a measured run (``tests/durations.json``, written by
+    ``python -m tests.durations``) first, and in each the longest tests first, each module's tests
+    kept together; new ones last: xdist hands out tests in this order, so the longest runs start
+    early instead of leaving one worker busy at the end while the other idles (longest-first
+    scheduling)."""
     measured = json.loads((ROOT / "tests" / "durations.json").read_text())
     modules, tests = measured["modules"], measured["tests"]
     items.sort(key=lambda item: (-modules.get(item.nodeid.partition("::")[0], 0.0), -tests.get(item.nodeid, 0.0)))

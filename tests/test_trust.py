@@ -7,6 +7,7 @@ every token of real-world whitespace."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -105,17 +106,21 @@ def test_a_model_directory_cannot_name_a_module_to_import(tmp_path, monkeypatch)
 
 @pytest.mark.slow
 def test_a_run_folder_has_one_writer(tmp_path):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", f"from bertkit.training.run_folder import claim; claim({str(tmp_path)!r}, None, False, False); "
-         "print('held', flush=True); import time; time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    read, write = os.pipe()
+    holder = os.fork()  # another process holding the folder
+    if holder == 0:
+        try:
+            claim(tmp_path, None, False, False)
+            os.write(write, b"held")
+            time.sleep(60)
+        finally:
+            os._exit(0)
     try:
-        assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RunFolderBusy, match=f"pid {holder.pid}"):
+        assert os.read(read, 4) == b"held"
+        with pytest.raises(RunFolderBusy, match=f"pid {holder}"):
             claim(tmp_path, None, False, False)
     finally:
-        holder.kill(), holder.wait()
+        os.kill(holder, signal.SIGKILL), os.waitpid(holder, 0), os.close(read), os.close(write)
     claim(tmp_path, None, False, False)  # released when its holder died
 
 

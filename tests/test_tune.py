@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from bertkit.commands.tuning import Param, Pruning, read_space
-from tests.conftest import RECIPE, Forked, free_port, run_bertkit, run_bertkit_fresh
+from tests.conftest import RECIPE, Forked, free_port, run_bertkit
 
 pytest.importorskip("optuna")
 
@@ -236,20 +237,19 @@ def test_two_workers_share_a_study_through_a_journal_file(tmp_path: Path) -> Non
 @pytest.mark.slow
 def test_a_worker_reaches_its_study_through_a_grpc_proxy(tmp_path: Path) -> None:
     pytest.importorskip("grpc")
-    import threading
-
     import optuna
 
     port = free_port()
-    journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "behind.log")))
-    server = threading.Thread(
-        target=optuna.storages.run_grpc_proxy_server, args=(journal,), kwargs={"host": "127.0.0.1", "port": port},
-        daemon=True,
-    )  # fmt: skip
-    server.start()
-    tiny_recipe(tmp_path)  # the worker in a new interpreter: a process forked beside a gRPC server hangs in gRPC
-    (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
-    tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", "1"]
-    run_bertkit_fresh(*tune, "--storage", f"grpc://127.0.0.1:{port}", "--seed", "1", cwd=tmp_path)
+    behind = tmp_path / "behind.log"
+    serve = (
+        "import optuna; optuna.storages.run_grpc_proxy_server(optuna.storages.JournalStorage("
+        f"optuna.storages.journal.JournalFileBackend({str(behind)!r})), host='127.0.0.1', port={port})"
+    )  # in a process of its own: gRPC's threads never live in this one, whose later tests fork
+    server = subprocess.Popen([sys.executable, "-c", serve], stderr=subprocess.DEVNULL)
+    try:
+        _workers(tmp_path, f"grpc://127.0.0.1:{port}", (1,), trials=1)
+    finally:
+        server.kill(), server.wait()
+    journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(behind)))
     trials = optuna.load_study(study_name="tiny", storage=journal).trials
     assert [t.state.name for t in trials] == ["COMPLETE"]

@@ -1,0 +1,61 @@
+"""Write ``tests/durations.json`` (the order ``conftest.pytest_collection_modifyitems`` hands tests
+out in) from the output of a whole run of the suite with ``--durations=0``:
+
+    pytest --durations=0 -p no:cacheprovider > suite.log
+    python -m tests.durations suite.log
+
+Per module the sum of its tests' setup, call and teardown times; per test over 5 s its own.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+LINE = re.compile(r"^([0-9.]+)s (?:call|setup|teardown)\s+(\S+)$")
+
+
+def durations(log: str) -> tuple[dict[str, float], dict[str, float]]:
+    """(seconds per module, seconds per test) of a ``--durations=0`` report."""
+    modules: dict[str, float] = defaultdict(float)
+    tests: dict[str, float] = defaultdict(float)
+    for line in log.splitlines():
+        found = LINE.match(line.strip())
+        if found:
+            seconds, test = float(found[1]), found[2]
+            modules[test.partition("::")[0]] += seconds
+            tests[test] += seconds
+    return dict(modules), dict(tests)
+
+
+def main(log_file: str) -> None:
+    text = Path(log_file).read_text(encoding="utf-8")
+    modules, tests = durations(text)
+    if not modules:
+        sys.exit(f"{log_file}: no --durations=0 lines (run pytest --durations=0 and pass its output)")
+    workers = re.search(r"created: (\d+)/\d+ workers", text)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    result = {
+        "command": "pytest --durations=0, then python -m tests.durations LOG: per module, the sum of its tests' "
+        "setup, call and teardown times; per test over 5 s, its own",
+        "commit": commit.stdout.strip(),
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
+        f"{workers[1] if workers else 1} xdist workers",
+        "modules": {k: round(v, 1) for k, v in sorted(modules.items(), key=lambda kv: -kv[1])},
+        "tests": {k: round(v, 1) for k, v in sorted(tests.items(), key=lambda kv: -kv[1]) if v > 5},
+    }
+    (ROOT / "tests" / "durations.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
