@@ -124,8 +124,7 @@ class Forked:
         if self.pid == 0:  # the child: never returns into pytest
             code = 1
             try:
-                signal.signal(signal.SIGINT, signal.default_int_handler)  # as a new interpreter has them
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                _fresh_signals()
                 sys.argv = [str(Path(sys.executable).with_name("bertkit")), *args]
                 with self.out.open("w", buffering=1) as out, self.err.open("w", buffering=1) as err:
                     code = in_process(list(args), cwd, full_env, out, err).returncode
@@ -152,6 +151,20 @@ class Forked:
             time.sleep(0.05)
         out, err = (path.read_text() if path.exists() else "" for path in (self.out, self.err))
         return subprocess.CompletedProcess(["bertkit", *self.args], self.returncode, out, err)
+
+
+def _fresh_signals() -> None:
+    """Signal handling as a new interpreter starts with it, whatever a test changed in this one
+    (an ignored SIGCHLD would make every wait for a child fail with ECHILD): every signal's
+    default, except Python's own (SIGINT raises KeyboardInterrupt; SIGPIPE and SIGXFSZ ignored);
+    none blocked."""
+    python = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN, signal.SIGXFSZ: signal.SIG_IGN}
+    for signum in signal.valid_signals():
+        try:
+            signal.signal(signum, python.get(signum, signal.SIG_DFL))
+        except (OSError, ValueError):  # SIGKILL, SIGSTOP and the real-time ones Python cannot set
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
 def run_bertkit_forked(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bertkit.commands.tuning import Param, Pruning, read_space
-from tests.conftest import RECIPE, Forked, free_port, run_bertkit
+from tests.conftest import RECIPE, free_port, run_bertkit
 
 pytest.importorskip("optuna")
 
@@ -211,12 +211,25 @@ def _workers(
     tmp_path: Path, storage: str, seeds: tuple[int, ...], trials: int = 3
 ) -> list[subprocess.CompletedProcess]:
     """``bertkit tune`` workers started together on one study (the tiny recipe, ``trials`` trials),
-    each a process of its own (``Forked``)."""
+    each in a new interpreter (a process forked from this one would inherit the forkserver an
+    earlier test's tune started here, which multiprocessing then fails to wait for)."""
     tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
-    tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", str(trials)]
-    workers = [Forked([*tune, "--storage", storage, "--seed", str(seed)], tmp_path) for seed in seeds]
-    done = [worker.wait(600) for worker in workers]
+    exe = str(Path(sys.executable).with_name("bertkit"))
+    tune = [exe, "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", str(trials)]
+    workers = [
+        subprocess.Popen(
+            [*tune, "--storage", storage, "--seed", str(seed)],
+            cwd=tmp_path,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for seed in seeds
+    ]
+    done = [subprocess.CompletedProcess(w.args, 0, *w.communicate(timeout=600)) for w in workers]
+    for finished, worker in zip(done, workers, strict=True):
+        finished.returncode = worker.returncode
     assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]
     return done
 
