@@ -68,7 +68,8 @@ def initialisation_skipped() -> Iterator[None]:
     """``torch.nn.init``'s functions as no-ops inside the block: layers built there keep the memory
     ``torch.empty`` gave them, for weights read from a file right after (transformers'
     ``no_init_weights``). Filling 22 M parameters with truncated normals took 0.9 s of MiniLM's
-    1.4 s checkpoint load; it also draws nothing from the random generator."""
+    1.4 s checkpoint load; it also draws nothing from the random generator. Process-wide while the
+    block runs, as transformers' is: a layer another thread builds meanwhile is not initialised."""
     names = [name for name in dir(nn.init) if name.endswith("_") and not name.startswith("_")]
     saved = {name: getattr(nn.init, name) for name in names}
     for name in names:
