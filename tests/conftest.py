@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -112,14 +113,14 @@ class Forked:
     """``bertkit ARGS`` in a process forked from this one: a process of its own for signals, kills,
     exit statuses and DDP (``sys.argv`` is the command's, so Lightning starts the other ranks as
     the console script would), without the seconds a new interpreter spends importing torch and
-    Lightning. Output goes to ``stdout``/``stderr`` files beside the run; ``isolated`` sets its
-    working directory, environment and plugins as a new process has them."""
+    Lightning. Output goes to files in a temporary folder, read and removed by ``wait``;
+    ``isolated`` sets its working directory, environment and plugins as a new process has them."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
         full_env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
-        self.args, self.returncode = args, None
-        folder = Path(tempfile.mkdtemp(prefix="forked-"))
-        self.out, self.err = folder / "stdout", folder / "stderr"
+        self.args, self.returncode, self.ended = args, None, None
+        self.folder = Path(tempfile.mkdtemp(prefix="forked-"))
+        self.out, self.err = self.folder / "stdout", self.folder / "stderr"
         self.pid = os.fork()
         if self.pid == 0:  # the child: never returns into pytest
             code = 1
@@ -143,14 +144,19 @@ class Forked:
         os.kill(self.pid, signum)
 
     def wait(self, timeout: float = 900) -> subprocess.CompletedProcess:
-        """Wait for the end (killed after ``timeout`` seconds); its status and output."""
-        deadline = time.monotonic() + timeout
-        while self.poll() is None:
-            if time.monotonic() > deadline:
+        """Wait for the end (killed after ``timeout`` seconds); its status and output (the same
+        on every call)."""
+        if self.ended is None:
+            deadline = time.monotonic() + timeout
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if self.returncode is None:
                 os.kill(self.pid, signal.SIGKILL)
-            time.sleep(0.05)
-        out, err = (path.read_text() if path.exists() else "" for path in (self.out, self.err))
-        return subprocess.CompletedProcess(["bertkit", *self.args], self.returncode, out, err)
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            out, err = (path.read_text() if path.exists() else "" for path in (self.out, self.err))
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.ended = subprocess.CompletedProcess(["bertkit", *self.args], self.returncode, out, err)
+        return self.ended
 
 
 def _fresh_signals() -> None:

@@ -277,7 +277,9 @@ def serving(
                     break
             except OSError:
                 pass
-            assert server.poll() is None, server.wait().stdout + server.wait().stderr
+            if server.poll() is not None:
+                ended = server.wait()
+                raise AssertionError(ended.stdout + ended.stderr)
             time.sleep(0.5)
         else:
             raise AssertionError("the server did not answer /health within 120 s")

@@ -227,9 +227,8 @@ def _workers(
         )  # fmt: skip
         for seed in seeds
     ]
-    done = [subprocess.CompletedProcess(w.args, 0, *w.communicate(timeout=600)) for w in workers]
-    for finished, worker in zip(done, workers, strict=True):
-        finished.returncode = worker.returncode
+    outputs = [w.communicate(timeout=600) for w in workers]
+    done = [subprocess.CompletedProcess(w.args, w.returncode, *out) for w, out in zip(workers, outputs, strict=True)]
     assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]
     return done
 
