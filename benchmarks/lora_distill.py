@@ -16,6 +16,13 @@ Sides, per task and seed, in this order:
   checkpoint (``Teacher``'s defaults); ``student-distilled-a0.9-t1-h1`` …: with the alpha (``a``),
   temperature (``t``) or hidden-state weight (``h``) named, ``-c``: the teacher's targets cached.
   ``--student-batches``: the student sides' budget, when it is not the teacher's.
+- ``…-x`` (``student-x``, ``student-distilled…-x``, NER): the student trains on eng.train and a
+  transfer set, the teacher's tags on Brown's press sections (its first 88 documents, 202,862
+  words, as many as eng.train's 203,621; split into sentences at ``.``/``?``/``!`` tokens) as
+  ``bertkit predict`` writes them: ``data.train_file`` lists both files, and the budget grows with
+  the sentences (the same epochs). ``student-x`` trains on the teacher's tags alone (pseudo-labels);
+  ``student-distilled…-x`` on its distribution as well (Jiao et al. 2020, §3.2: TinyBERT's
+  transfer set). The labelling runs once per seed (``transfer/``), timed.
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
 ``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
@@ -31,7 +38,9 @@ resident memory, and the size of its last checkpoint.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import re
 import resource
 import statistics
@@ -56,7 +65,10 @@ STUDENT_LAYERS = 2
 MIN_EPOCH_BATCHES = 438  # batches of 32 in an epoch of the smaller training set (eng.train's 14,041 sentences)
 TARGETS = {"qv": ["query", "value"], "attn": ["query", "key", "value"], "all": ["query", "key", "value", "dense"]}
 LORA_SIDE = re.compile(r"lora-r(\d+)(?:-(qv|attn|all))?")
-DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+|-c)*)")
+DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+|-c)*)(-x)?")
+TRANSFER_DOCS = 88  # Brown's press sections (A reportage, B editorial, C reviews)
+GOLD_SENTENCES = 14041  # eng.train
+SENTENCE_END = re.compile(r"(?<= [.?!]) (?=\S)")  # Brown is tokenised: a sentence ends at a lone . ? !
 TEACHER_SETTINGS = {"a": "alpha", "t": "temperature", "h": "hidden_weight"}
 
 
@@ -75,6 +87,8 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
         return [ROOT / "recipes" / "ner_lora.yaml"], settings
     if side.startswith("student"):
         settings: dict[str, Any] = {"model.num_layers": STUDENT_LAYERS}
+        if side.endswith("-x"):
+            settings["data.train_file"] = ["eng.train", str(transfer_set(teacher))]
         distilled = DISTILLED_SIDE.fullmatch(side)
         if distilled:
             settings["model.teacher.path"] = str(teacher)
@@ -85,6 +99,32 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
                     settings[f"model.teacher.{TEACHER_SETTINGS[part[0]]}"] = float(part[1:])
         return [], settings
     return [], {}
+
+
+def transfer_set(teacher: Path) -> Path:
+    """The teacher's tags on Brown's press sections, written by ``bertkit predict`` (once per
+    work folder; its wall-clock in ``seconds.txt``)."""
+    folder = teacher.parents[1].parent / "transfer"
+    out = folder / "predictions.jsonl"
+    if out.is_file():
+        return out
+    documents = (Path(os.environ["BERTKIT_DATA_DIR"]) / "corpus" / "brown.txt").read_text().split("\n\n")
+    text = folder.with_suffix(".txt")
+    text.write_text(
+        "\n\n".join(
+            "\n".join(s for line in d.splitlines() if line.strip() for s in SENTENCE_END.split(line.strip()))
+            for d in documents[:TRANSFER_DOCS]
+        ) + "\n"
+    )  # fmt: skip
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "bertkit", "predict", "--config", str(ROOT / "recipes" / "ner.yaml"),
+         "--ckpt_path", str(teacher), "--data.predict_file", str(text), f"--trainer.default_root_dir={folder}",
+         "--trainer.logger=false", "--trainer.enable_progress_bar=false"],
+        check=True,
+    )  # fmt: skip
+    (folder / "seconds.txt").write_text(f"{time.perf_counter() - start:.1f}\n")
+    return out
 
 
 def budget(batches: int) -> dict[str, Any]:
@@ -117,6 +157,9 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
     recipe, score, overrides = TASKS[task]
     extra, settings = side_settings(side, work / "full" / "checkpoints" / "last.ckpt", args)
     batches = args.student_batches if side.startswith("student") and args.student_batches else args.batches
+    if side.endswith("-x"):  # the same epochs over the gold sentences and the transfer set's
+        with open(settings["data.train_file"][1]) as transfer:
+            batches = round(batches * (GOLD_SENTENCES + sum(1 for _ in transfer)) / GOLD_SENTENCES)
     overrides = {
         **overrides, **settings, "seed_everything": seed, "data.seed": seed, "data.batch_size": 32,
         **budget(batches), "trainer.limit_val_batches": 0,
@@ -142,7 +185,8 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
         "checkpoint_mb": (work / side / "checkpoints" / "last.ckpt").stat().st_size / 1e6,
         "trainable": sum(p.numel() for p in run.model.parameters() if p.requires_grad),
         "total": sum(p.numel() for p in run.model.parameters()),
-    }
+        "train_batches": batches,
+    } | ({"labelling_s": float((work / "transfer" / "seconds.txt").read_text())} if side.endswith("-x") else {})
 
 
 def summary(found: list[dict[str, float]]) -> dict[str, Any]:
@@ -174,6 +218,11 @@ def main() -> None:
     parser.add_argument("--lora-lr", type=float, help="the LoRA sides' learning rate (default: ner_lora.yaml's)")
     parser.add_argument("--rslora", action="store_true", help="rank-stabilised LoRA scaling on the LoRA sides")
     parser.add_argument("--out", type=Path, default=OUT, help="the result file (%(default)s)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        help="keep each run's folder here (<task>-seed<seed>/<side>) and reuse a side already run there",
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # task side seed work
     args = parser.parse_args()
     if args.child:
@@ -182,17 +231,27 @@ def main() -> None:
         return
     provenance = started("lora_distill.py")
     for side in args.sides:
-        if side not in SIDES and not LORA_SIDE.fullmatch(side) and not DISTILLED_SIDE.fullmatch(side):
+        if side not in (*SIDES, "student-x") and not LORA_SIDE.fullmatch(side) and not DISTILLED_SIDE.fullmatch(side):
             parser.error(
                 f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> or student-distilled-a<alpha>-t<T>-h<w>-c"
             )
-    if any(DISTILLED_SIDE.fullmatch(s) for s in args.sides) and "full" not in args.sides:
-        parser.error("--sides student-distilled… needs full (its teacher) before it")
+    if any(DISTILLED_SIDE.fullmatch(s) or s.endswith("-x") for s in args.sides) and "full" not in args.sides:
+        parser.error("--sides student-distilled… and …-x need full (the teacher) before them")
     runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in args.sides} for t in args.tasks}
     for task in args.tasks:
         for seed in args.seeds:
-            with tempfile.TemporaryDirectory() as work:
+            with contextlib.ExitStack() as stack:
+                work = (
+                    args.work / f"{task}-seed{seed}"
+                    if args.work
+                    else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                )
                 for side in args.sides:
+                    kept = work / side / "result.json"
+                    if kept.is_file():
+                        runs[task][side].append(json.loads(kept.read_text()))
+                        print(task, side, "(kept)", runs[task][side][-1], flush=True)
+                        continue
                     command = [sys.executable, __file__, "--child", task, side, str(seed), work]
                     command += ["--batches", str(args.batches), "--warmup", str(args.warmup)]
                     command += ["--student-batches", str(args.student_batches)] if args.student_batches else []
@@ -203,13 +262,15 @@ def main() -> None:
                     if out.returncode != 0:
                         raise SystemExit(out.stderr[-3000:])
                     runs[task][side].append({"seed": seed, **json.loads(out.stdout.strip().splitlines()[-1])})
+                    if args.work:
+                        kept.write_text(json.dumps(runs[task][side][-1]))
                     print(task, side, runs[task][side][-1], flush=True)
     table = {task: {side: summary(found) for side, found in sides.items()} for task, sides in runs.items()}
     for sides in table.values():
         if not {"full", "student"} <= sides.keys():
             continue
         teacher, hard = sides["full"]["score_mean"], sides["student"]["score_mean"]
-        for side in filter(DISTILLED_SIDE.fullmatch, sides):
+        for side in (s for s in sides if DISTILLED_SIDE.fullmatch(s) or s == "student-x"):
             soft = sides[side]["score_mean"]
             sides[side]["gap_closed"] = round((soft - hard) / (teacher - hard), 3) if teacher != hard else None
             sides[side]["share_of_teacher"] = round(soft / teacher, 3)

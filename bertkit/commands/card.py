@@ -163,7 +163,11 @@ def _data(sources: dict[str, str], data: dict[str, Any], sample: bool) -> list[s
     if not sources:
         return []
     read = ", ".join(f"`{v}`" + (f" ({k})" if k else "") for k, v in sources.items())
-    files = ", ".join(f"{k} `{data[k]}`" for k in ("train_file", "validation_file", "test_file") if data.get(k))
+    files = ", ".join(
+        f"{k} " + " + ".join(f"`{n}`" for n in (data[k] if isinstance(data[k], list) else [data[k]]))
+        for k in ("train_file", "validation_file", "test_file")
+        if data.get(k)
+    )
     return ["## Training data", "", f"Read from {read}" + (f": {files}." if files else "."), ""]
 
 

@@ -56,6 +56,11 @@ the model's ``max_position_embeddings`` bounds it further)."""
 PredictFormat = Literal["auto", "text", "native"]
 
 
+def file_names(given: str | list[str] | None) -> list[str]:
+    """A split's file names: none, the one given, or each of a list (``train_file``)."""
+    return [] if given is None else [given] if isinstance(given, str) else list(given)
+
+
 @dataclass
 class TaskData:
     """One task's data: where its split files are, as ``BertDataModule``'s arguments of the same
@@ -67,7 +72,7 @@ class TaskData:
     dataset: str | None = None
     hf_dataset: str | None = None
     hf_config: str | None = None
-    train_file: str | None = None
+    train_file: str | list[str] | None = None
     validation_file: str | None = None
     test_file: str | None = None
     predict_file: str | None = None
@@ -96,7 +101,10 @@ class BertDataModule(pl.LightningDataModule):
             (``train``, ``validation``, ``test``; ``test`` for predict).
         hf_config: the data set's configuration (``datasets.load_dataset``'s ``name``).
         train_file: training split: absolute, relative to the working directory if it exists
-            there, else relative to the data directory (the same for every ``*_file``).
+            there, else relative to the data directory (the same for every ``*_file``). A list of
+            files trains on their examples together, file after file, each read as the task reads
+            it: the gold set and text a trained model labelled (``bertkit predict``'s output, a
+            distillation transfer set: docs/distillation.md). A streamed folder is read alone.
         validation_file: validation split; None to skip validation (or see ``validation_split``).
         test_file: test split.
         predict_file: file to predict on.
@@ -153,7 +161,7 @@ class BertDataModule(pl.LightningDataModule):
         dataset: str | None = None,
         hf_dataset: str | None = None,
         hf_config: str | None = None,
-        train_file: str | None = None,
+        train_file: str | list[str] | None = None,
         validation_file: str | None = None,
         test_file: str | None = None,
         predict_file: str | None = None,
@@ -184,6 +192,8 @@ class BertDataModule(pl.LightningDataModule):
             check_int(pad_to_multiple_of, "data.pad_to_multiple_of", 1, MAX_TOKENS)
         if max_tokens is not None:
             check_int(max_tokens, "data.max_tokens", 1)
+        if isinstance(train_file, list) and (not train_file or not all(isinstance(f, str) and f for f in train_file)):
+            raise ValueError(f"data.train_file={train_file!r}: expected a file name or a non-empty list of file names")
         if tasks:
             settings = {
                 "train_file": train_file,
@@ -270,7 +280,7 @@ class BertDataModule(pl.LightningDataModule):
             return Path(root).expanduser() / files["dataset"]
         sample = self._task(task).sample_files()
         if sample is None:
-            wanted = [files[f"{split}_file"] for split in ("train", "validation", "test") if files[f"{split}_file"]]
+            wanted = [n for split in ("train", "validation", "test") for n in file_names(files[f"{split}_file"])]
             where = (
                 f"{DATA_ENV}=ROOT (reads ROOT/{files['dataset']})"
                 if files["dataset"]
@@ -337,8 +347,8 @@ class BertDataModule(pl.LightningDataModule):
             files = self._files(task)
             if files.get("hf_dataset") or not (files["data_dir"] or (os.environ.get(DATA_ENV) and files["dataset"])):
                 continue
-            if split is not None and files[f"{split}_file"] is not None:
-                self._path(split, files[f"{split}_file"], task)
+            for name in file_names(files[f"{split}_file"]) if split is not None else []:
+                self._path(split, name, task)
 
     def _read(self, split: str) -> list[Any]:
         """The split's examples: from the single task's file, or from the file of every task that
@@ -354,7 +364,13 @@ class BertDataModule(pl.LightningDataModule):
             raise ValueError(
                 f"data.{split}_file is not set" if tasks == [None] else f"no task in data.tasks has a {split}_file"
             )
-        return [e for task, name in named for e in self._read_file(split, name, task)]
+        read = [(task, self._read_file(split, name, task)) for task, names in named for name in file_names(names)]
+        streamed = [task for task, examples in read if isinstance(examples[0], StreamedSplit)]
+        if streamed and len(read) > 1:
+            raise ValueError(
+                f"{self._field(streamed[0])}.{split}_file: a streamed folder is read alone, not with other files"
+            )
+        return [e for _, examples in read for e in examples]
 
     def _shown(self, path: Path, task: str | None) -> str | None:
         """How a data set's cached split file is named to the user (``SPEC[split]``, its lines

@@ -148,8 +148,11 @@ def read_tagged_jsonl(
 ) -> list[Sentence]:
     """Read JSON Lines of tokenized sentences, ``{"tokens": [...], "ner_tags": [...]}``: the layout
     of Hugging Face token-classification data sets (``bertkit.data.hf_datasets`` writes their tag ids
-    as names). An empty token list has nothing to tag and is skipped. The file is one document
-    (its records in order are each other's context).
+    as names). A file ``bertkit predict`` wrote (its first record has ``words`` and ``tags`` and no
+    ``tokens_field``) is read by those two fields, its tags as IOB2 whatever ``scheme`` says: text
+    a trained model tagged, to train on (a teacher's transfer set, docs/distillation.md). An empty
+    token list has nothing to tag and is skipped. The file is one document (its records in order
+    are each other's context).
 
     Raises:
         ValueError: a line that is not a JSON object, a missing or non-list field, tags and tokens
@@ -158,6 +161,8 @@ def read_tagged_jsonl(
     """
     path = Path(path)
     check_choice("tag scheme", scheme, TagScheme)
+    if _predicted(path, tokens_field):
+        tokens_field, tags_field, scheme = "words", "tags", "IOB2"
     sentences: list[Sentence] = []
     for where, record, words in tokenized_records(path, tokens_field, tags_field if labelled else None):
         tags = None
@@ -172,6 +177,14 @@ def read_tagged_jsonl(
         number = int(where.rpartition(":")[2])
         sentences.append(Sentence(words, tags, where, [number] * len(words), document=0))
     return sentences
+
+
+def _predicted(path: Path, tokens_field: str) -> bool:
+    """Whether the first record of a JSON Lines file is one ``bertkit predict`` wrote for a
+    token-classification model (``words`` and ``tags``, no ``tokens_field``)."""
+    first = next(iter(json_lines(path)), None)
+    record = first[1] if first is not None else None
+    return isinstance(record, dict) and tokens_field not in record and {"words", "tags"} <= record.keys()
 
 
 def tokenized_records(
