@@ -21,6 +21,7 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 if TYPE_CHECKING:
     from bertkit.cli.recipe import Composed, compose
     from bertkit.data.datamodule import BertDataModule, TaskData
+    from bertkit.inference.layers import Int8, Prepacked
     from bertkit.inference.predictor import Predictor
     from bertkit.model.bert import BertModel, EncoderOutput, token_features
     from bertkit.model.config import BertConfig
@@ -47,7 +48,9 @@ _HOME = {
     "ExportPretrained": "training.callbacks",
     "Feature": "tasks.task",
     "Head": "tasks.legacy",
+    "Int8": "inference.layers",
     "PredictionWriter": "training.callbacks",
+    "Prepacked": "inference.layers",
     "Predictor": "inference.predictor",
     "Task": "tasks.task",
     "TaskData": "data.datamodule",
@@ -68,8 +71,10 @@ __all__ = [
     "ExportPretrained",
     "Feature",
     "Head",
+    "Int8",
     "PredictionWriter",
     "Predictor",
+    "Prepacked",
     "Task",
     "TaskData",
     "by_example",

@@ -99,8 +99,6 @@ def test_adapter_settings_are_checked():
 
     with pytest.raises(ValueError, match=r"\['query_proj'\] name no linear layer of the encoder \(its linear layers: "):
         BertModule(TokenClassification(entity_types=["PER"]), adapter=Adapter(target_modules=["query_proj"]))
-    with pytest.raises(ValueError, match="model.int8 with model.adapter"):
-        BertModule(TokenClassification(entity_types=["PER"]), adapter=Adapter(), int8=True)
 
 
 @settings(max_examples=8, deadline=None)

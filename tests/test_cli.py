@@ -52,18 +52,28 @@ def test_test_writes_its_scores_and_adds_no_log_folder(sample_run):
 
 @pytest.mark.slow
 def test_test_in_int8_measures_what_quantization_changes(sample_run):
-    """``--model.int8 true`` quantizes the encoder after the checkpoint loads: test scores within a
-    few points of float32's, predictions for every sentence."""
+    """``--int8 true`` quantizes the encoder after the checkpoint loads: test scores within a few
+    points of float32's, predictions for every sentence; ``fit`` refuses it before building a model."""
     args = ("--config", str(RECIPE), "--ckpt_path", "best", "--trainer.enable_progress_bar=false")
     scores = sample_run / "runs/ner/test_scores.json"
     run_bertkit("test", *args, cwd=sample_run)
     fp32 = json.loads(scores.read_text())["scores"]
-    proc = run_bertkit("test", *args, "--model.int8=true", cwd=sample_run)
+    proc = run_bertkit("test", *args, "--int8=true", cwd=sample_run)
     int8 = json.loads(scores.read_text())["scores"]
     assert "linear layers of the encoder run in int8" in proc.stdout + proc.stderr
     assert abs(int8["test/f1"] - fp32["test/f1"]) <= 0.05 and int8["test/f1"] > 0.0, (fp32, int8)
-    run_bertkit("predict", *args, "--model.int8=true", cwd=sample_run)
+    run_bertkit("predict", *args, "--int8=true", cwd=sample_run)
     assert len((sample_run / "runs/ner/predictions.jsonl").read_text().splitlines()) > 0
+    refused = run_bertkit(
+        "fit",
+        "--config",
+        str(RECIPE),
+        "--int8=true",
+        "--trainer.default_root_dir=runs/int8",
+        cwd=sample_run,
+        check=False,
+    )
+    assert refused.returncode != 0 and "--int8 true is for validate, test and predict" in refused.stderr
 
 
 @pytest.mark.slow

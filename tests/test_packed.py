@@ -1,6 +1,6 @@
 """Linear layers pre-packed for oneDNN (``bertkit.model.prepacked``): the same float32 products as
 ``nn.Linear``, packed where bertkit owns the model (an export or checkpoint loaded for serving,
-``bertkit predict``) and unpacked to exactly the weights they came from before anything else
+``bertkit predict``'s ``Prepacked`` callback) and unpacked to exactly the weights they came from before anything else
 (bf16, int8, compile, training) touches the layers."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from bertkit_plugins.token_tagging import TokenClassification
 from bertkit_plugins.token_tagging.task import SAMPLE_FILES
 from torch import nn
 
-from bertkit import BertDataModule, BertModule
+from bertkit import BertDataModule, BertModule, Prepacked
 from bertkit.inference.predictor import Predictor
 from bertkit.model.prepacked import PrepackedLinear, prepack_linears, prepacking_available, unprepack_linears
 from bertkit.model.quantize import Int8Linear
@@ -91,7 +91,7 @@ def test_bertkit_predict_runs_packed_and_leaves_the_module_as_it_was() -> None:
             batches.append(batch)
             packed_layers.append(count(module.encoder, PrepackedLinear))
 
-    trainer = pl.Trainer(logger=False, enable_progress_bar=False, callbacks=[Watch()])
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, callbacks=[Prepacked(), Watch()])
     data = BertDataModule(predict_file=str(SAMPLE_FILES["test"]), eval_batch_size=8)
     packed = [r for part in trainer.predict(model, datamodule=data) for r in part]
     assert packed_layers and min(packed_layers) == count(model.encoder, nn.Linear) > 0
@@ -101,3 +101,21 @@ def test_bertkit_predict_runs_packed_and_leaves_the_module_as_it_was() -> None:
     with torch.inference_mode():
         plain = [r for i, batch in enumerate(batches) for r in model.eval().predict_step(batch, i)]
     assert packed == plain and len(packed) > 20
+
+
+@pytest.mark.parametrize("int8_first", [True, False])
+def test_with_int8_prediction_runs_int8_whatever_the_callbacks_order(int8_first: bool) -> None:
+    """``Prepacked`` leaves layers that ``Int8`` quantizes alone, listed before it or after."""
+    from bertkit import Int8
+
+    model = BertModule(TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
+    linears, seen = count(model.encoder, nn.Linear), []
+
+    class Watch(pl.Callback):
+        def on_predict_batch_start(self, trainer, module, batch, batch_idx, dataloader_idx=0) -> None:
+            seen.append((count(module.encoder, Int8Linear), count(module.encoder, PrepackedLinear)))
+
+    callbacks = [Int8(), Prepacked()] if int8_first else [Prepacked(), Int8()]
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, callbacks=[*callbacks, Watch()])
+    trainer.predict(model, datamodule=BertDataModule(predict_file=str(SAMPLE_FILES["test"]), eval_batch_size=64))
+    assert seen and set(seen) == {(linears, 0)}

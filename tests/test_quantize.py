@@ -116,12 +116,14 @@ def test_int8_refuses_what_it_cannot_convert() -> None:
         Predictor.from_model(tiny(SequenceClassification(labels=["neg", "pos"])), max_length=32).compile().to_int8()
 
 
-def test_a_module_in_int8_refuses_to_fit_and_compile() -> None:
-    """``BertModule(int8=True)`` is for evaluation: fit stops before the first step."""
+def test_the_int8_callback_refuses_fit_compile_and_adapters_and_names_the_old_setting() -> None:
+    """``bertkit.Int8`` is for evaluation: fit stops before the first step, as do a compiled or
+    adapted model; release 0.2.0.dev's ``model.int8 true`` says what to use instead."""
     import pytorch_lightning as pl
     from bertkit_plugins.token_tagging.task import SAMPLE_FILES
 
-    from bertkit import BertDataModule
+    from bertkit import BertDataModule, Int8
+    from bertkit.model.adapters import Adapter
 
     def module(**kwargs) -> BertModule:
         return BertModule(
@@ -132,10 +134,16 @@ def test_a_module_in_int8_refuses_to_fit_and_compile() -> None:
             **kwargs,
         )
 
-    with pytest.raises(ValueError, match=r"model.int8 and model.compile: choose one"):
-        module(int8=True, compile=True)
-    model = module(int8=True)
-    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False)
-    with pytest.raises(ValueError, match=r"model.int8 true is for validate, test and predict"):
-        trainer.fit(model, datamodule=BertDataModule(train_file=str(SAMPLE_FILES["train"]), batch_size=16))
-    assert not any(isinstance(m, Int8Linear) for m in model.modules())
+    with pytest.raises(ValueError, match=r"model.int8 moved: pass --int8 true to bertkit validate, test or predict"):
+        module(int8=True)
+    assert "int8" not in module(int8=False).hparams  # what earlier checkpoints stored is read and dropped
+    data = BertDataModule(train_file=str(SAMPLE_FILES["train"]), test_file=str(SAMPLE_FILES["test"]), batch_size=16)
+    for model, stage, message in [
+        (module(), "fit", r"--int8 true \(bertkit.Int8\) is for validate, test and predict"),
+        (module(compile=True), "test", r"--int8 true and model.compile: choose one"),
+        (module(adapter=Adapter()), "test", r"--int8 true with model.adapter: export the merged model"),
+    ]:
+        trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, callbacks=[Int8()])
+        with pytest.raises(ValueError, match=message):
+            getattr(trainer, stage)(model, datamodule=data)
+        assert not any(isinstance(m, Int8Linear) for m in model.modules())

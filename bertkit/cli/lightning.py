@@ -18,6 +18,7 @@ from typing_extensions import override
 
 from bertkit.cli.guide import config_files, last_task_key
 from bertkit.data.datamodule import BertDataModule
+from bertkit.inference.layers import Int8, Prepacked
 from bertkit.training.checkpoints import (
     AtomicCheckpointIO,
     check_checkpoint,
@@ -81,6 +82,9 @@ class BertkitCLI(LightningCLI):
         extra = console_callbacks(
             [*given, *callbacks], config.get("enable_progress_bar"), config.get("enable_model_summary")
         )
+        if self.subcommand != "fit":  # validate, test, predict, or a notebook's trainer (compose)
+            extra += [Int8()] if self._get(self.config, "int8") else []
+            extra.append(Prepacked())
         self.work = WorkDone()
         return super()._instantiate_trainer(config, [*callbacks, *extra, self.work])
 
@@ -90,6 +94,10 @@ class BertkitCLI(LightningCLI):
         if model.get("task") is not None and model.get("head") is not None:  # an overlay of the other release
             model["task"], model["head"] = model[last_task_key(self.recipe_args)], None
         place_outputs(self._get(self.config, "trainer"), self.subcommand)
+        if self.subcommand == "fit" and self._get(self.config, "int8"):
+            raise ValueError(
+                "--int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
+            )
         if self.subcommand is not None:  # missing data files are named before the model is built
             data = self._get(self.config, "data")
             BertDataModule(**{k: v for k, v in data.items() if k != "__path__"}).check_files(self.subcommand)
@@ -101,6 +109,13 @@ class BertkitCLI(LightningCLI):
             parser.link_arguments("model", f"data.{target}", compute_fn=_part(source), apply_on="instantiate")
         parser.add_argument(
             "--plugins", type=list[str], default=[], help="Plugin modules to import before parsing (by dotted name)."
+        )
+        parser.add_argument(
+            "--int8",
+            type=bool,
+            default=False,
+            help="validate, test, predict: the encoder's linear layers in int8 on the CPU (bertkit.Int8); "
+            "test measures the score it changes.",
         )
         parser.add_argument(
             "--overwrite",

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.utilities import rank_zero_info, rank_zero_warn
+from pytorch_lightning.utilities import rank_zero_warn
 from torch import nn
 from typing_extensions import override
 
@@ -24,9 +24,7 @@ from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
 from bertkit.model.hub import pinned
-from bertkit.model.prepacked import prepack_linears, unprepack_linears
 from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
-from bertkit.model.quantize import Int8Linear, quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.unpadded import given_layout
 from bertkit.model.weights import save_encoder
@@ -103,10 +101,9 @@ class BertModule(pl.LightningModule):
             false: the unpadded token count changes every batch) and few batch shapes
             (``data.pad_to_multiple_of``); it raises dynamo's recompile limit to
             ``STATIC_RECOMPILE_LIMIT``. State-dict keys are unchanged.
-        int8: in ``validate``, ``test`` and ``predict``, run the encoder's linear layers in int8
-            (``bertkit.model.quantize``, as ``Predictor.to_int8``: CPU only; embeddings, attention,
-            LayerNorm and the head stay float32); ``bertkit test --model.int8 true`` measures the
-            accuracy it changes. ``fit`` refuses it (int8 layers have no gradient).
+        int8: int8 inference is a callback now, ``bertkit.Int8`` (``bertkit validate|test|predict
+            --int8 true``): True is an error that says so; False, which earlier checkpoints
+            stored, is read and ignored.
         num_layers: keep the encoder's first N blocks only (a smaller model that starts from a
             pre-trained one's lower layers, such as a student for ``teacher``: DistilBERT, Sanh et
             al. 2019, initialised its student from its teacher's layers); None keeps them all.
@@ -152,7 +149,12 @@ class BertModule(pl.LightningModule):
     ) -> None:
         super().__init__()
         task = _the_task(task, head)
-        self.save_hyperparameters(ignore=["task", "head", "adapter", "teacher"])
+        if int8:
+            raise ValueError(
+                "model.int8 moved: pass --int8 true to bertkit validate, test or predict "
+                "(in Python: Trainer(callbacks=[bertkit.Int8()]))"
+            )
+        self.save_hyperparameters(ignore=["task", "head", "adapter", "teacher", "int8"])
         teacher = Teacher(**teacher) if isinstance(teacher, dict) else teacher  # a checkpoint's plain values
         self.hparams["teacher"] = asdict(teacher) if teacher is not None else None
         self._objectives: list[TrainingObjective] = []
@@ -166,18 +168,12 @@ class BertModule(pl.LightningModule):
         check_float32(warmup_ratio, "model.warmup_ratio", low=0.0, high=1.0, high_open=True)
         if attention_dropout is not None:
             check_float32(attention_dropout, "model.attention_dropout", low=0.0, high=1.0, high_open=True)
-        if int8 and compile:
-            raise ValueError("model.int8 and model.compile: choose one (int8 replaces the layers compile would fuse)")
         if compile == "reduce-overhead" and unpad:
             raise ValueError(
                 "model.compile reduce-overhead replays one CUDA graph per batch shape, and the unpadded encoder's "
                 "token count changes with every batch: set model.unpad false (and data.pad_to_multiple_of, e.g. 32)"
             )
         adapter = Adapter(**adapter) if isinstance(adapter, dict) else adapter  # a checkpoint's plain values
-        if adapter is not None and int8:
-            raise ValueError(
-                "model.int8 with model.adapter: export the merged model (bertkit export) and run that in int8"
-            )
         self.family, self.encoder, self.tokenizer = self._build_encoder(
             pretrained, encoder, preset, vocab_file, lowercase
         )
@@ -508,44 +504,16 @@ class BertModule(pl.LightningModule):
         self.log("step", float(steps), on_step=per_step, on_epoch=not per_step)
         self.log("epoch", float(self.current_epoch), on_step=per_step, on_epoch=not per_step)
 
-    def _to_int8(self) -> None:
-        """Quantize the encoder's linear layers once, after the checkpoint's weights are loaded."""
-        if self.hparams.get("int8") and not any(isinstance(m, Int8Linear) for m in self.encoder.modules()):
-            replaced = quantize_linears(self.encoder)
-            rank_zero_info(f"model.int8: {replaced} linear layers of the encoder run in int8")
-
-    @override
-    def on_test_start(self) -> None:
-        self._to_int8()
-
-    @override
-    def on_predict_start(self) -> None:
-        """int8 if asked; otherwise, in float32 on the CPU, the encoder's linear layers pre-packed for
-        oneDNN (``bertkit.model.prepacked``; the same values, faster products) until ``on_predict_end``."""
-        self._to_int8()
-        if not self.hparams.get("int8") and str(self.trainer.precision) in ("32-true", "32"):
-            prepack_linears(self.encoder)
-
-    @override
-    def on_predict_end(self) -> None:
-        unprepack_linears(self.encoder)  # the module trains again as it was
-
     @override
     def on_validation_start(self) -> None:
-        if self.trainer.state.fn == "validate":  # not fit's validation: fit refuses int8
-            self._to_int8()
-        else:  # fit's: no scores of weights past a bad step's
+        if self.trainer.state.fn == "fit":  # no scores of weights past a bad step's
             self._nonfinite.check(self.global_step)
 
     @override
     def on_fit_start(self) -> None:
-        """Refuse ``int8``; say when training on a GPU cannot use
-        FlashAttention (attention dropout is on), and when a reduced precision runs on a CPU that
-        emulates it (``bertkit.utils.precision.native_bf16``)."""
-        if self.hparams.get("int8"):
-            raise ValueError(
-                "model.int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
-            )
+        """Say when training on a GPU cannot use FlashAttention (attention dropout is on), and
+        when a reduced precision runs on a CPU that emulates it
+        (``bertkit.utils.precision.native_bf16``)."""
         self._nonfinite = NonFiniteLoss()
         precision = str(self.trainer.precision)
         if (
