@@ -15,7 +15,8 @@ Sides, per task and seed, in this order:
 - ``student-distilled``: the same student with ``model.teacher`` the ``full`` run's last
   checkpoint (``Teacher``'s defaults); ``student-distilled-a0.9-t1-h1`` …: with the alpha (``a``),
   temperature (``t``) or hidden-state weight (``h``) named, ``-c``: the teacher's targets cached.
-  ``--student-batches``: the student sides' budget, when it is not the teacher's.
+  ``--student-batches``: the student sides' budget, when it is not the teacher's;
+  ``--teacher-seed N``: one teacher (the ``full`` run of seed N) for every seed's students.
 - ``…-x`` (``student-x``, ``student-distilled…-x``, NER): the student trains on eng.train and a
   transfer set, the teacher's tags on Brown's press sections (its first 88 documents, 202,862
   words, as many as eng.train's 203,621; split into sentences at ``.``/``?``/``!`` tokens) as
@@ -155,7 +156,8 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
     from bertkit import compose
 
     recipe, score, overrides = TASKS[task]
-    extra, settings = side_settings(side, work / "full" / "checkpoints" / "last.ckpt", args)
+    teacher = work.parent / f"{task}-seed{args.teacher_seed}" if args.teacher_seed else work
+    extra, settings = side_settings(side, teacher / "full" / "checkpoints" / "last.ckpt", args)
     batches = args.student_batches if side.startswith("student") and args.student_batches else args.batches
     if side.endswith("-x"):  # the same epochs over the gold sentences and the transfer set's
         with open(settings["data.train_file"][1]) as transfer:
@@ -223,6 +225,11 @@ def main() -> None:
         type=Path,
         help="keep each run's folder here (<task>-seed<seed>/<side>) and reuse a side already run there",
     )
+    parser.add_argument(
+        "--teacher-seed",
+        type=int,
+        help="with --work: one teacher, the full run of this seed, for every seed's students",
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # task side seed work
     args = parser.parse_args()
     if args.child:
@@ -237,9 +244,11 @@ def main() -> None:
             )
     if any(DISTILLED_SIDE.fullmatch(s) or s.endswith("-x") for s in args.sides) and "full" not in args.sides:
         parser.error("--sides student-distilled… and …-x need full (the teacher) before them")
+    if args.teacher_seed is not None and (args.work is None or args.teacher_seed not in args.seeds):
+        parser.error("--teacher-seed needs --work and one of --seeds")
     runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in args.sides} for t in args.tasks}
     for task in args.tasks:
-        for seed in args.seeds:
+        for seed in sorted(args.seeds, key=lambda s: s != args.teacher_seed):  # the teacher's seed first
             with contextlib.ExitStack() as stack:
                 work = (
                     args.work / f"{task}-seed{seed}"
@@ -247,6 +256,8 @@ def main() -> None:
                     else Path(stack.enter_context(tempfile.TemporaryDirectory()))
                 )
                 for side in args.sides:
+                    if side == "full" and args.teacher_seed not in (None, seed):
+                        continue
                     kept = work / side / "result.json"
                     if kept.is_file():
                         runs[task][side].append(json.loads(kept.read_text()))
@@ -258,6 +269,7 @@ def main() -> None:
                     command += ["--speed-batches", str(args.speed_batches)]
                     command += ["--lora-lr", str(args.lora_lr)] if args.lora_lr is not None else []
                     command += ["--rslora"] if args.rslora else []
+                    command += ["--teacher-seed", str(args.teacher_seed)] if args.teacher_seed else []
                     out = subprocess.run(command, capture_output=True, text=True)
                     if out.returncode != 0:
                         raise SystemExit(out.stderr[-3000:])
@@ -282,7 +294,7 @@ def main() -> None:
         "batches": args.batches, "student_batches": args.student_batches or args.batches, "batch_size": 32, "warmup": args.warmup, "seeds": args.seeds,
         "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS,
         "teacher_defaults": {f.name: f.default for f in fields(Teacher) if f.name != "path"},
-        "sides": args.sides, "lora_lr": args.lora_lr, "rslora": args.rslora,
+        "sides": args.sides, "lora_lr": args.lora_lr, "rslora": args.rslora, "teacher_seed": args.teacher_seed,
     }  # fmt: skip
     result["tasks"] = table
     write_result(args.out, result)
