@@ -23,7 +23,7 @@ Sides, per task and seed, in this order:
   ``bertkit predict`` writes them: ``data.train_file`` lists both files, and the budget grows with
   the sentences (the same epochs). ``student-x`` trains on the teacher's tags alone (pseudo-labels);
   ``student-distilled…-x`` on its distribution as well (Jiao et al. 2020, §3.2: TinyBERT's
-  transfer set). The labelling runs once per seed (``transfer/``), timed.
+  transfer set). The labelling runs once per teacher (``transfer/`` beside it), timed.
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
 ``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
