@@ -8,6 +8,7 @@ pre-trained model's first layers (``model.num_layers``)."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 import tempfile
@@ -22,7 +23,7 @@ from bertkit_plugins.token_tagging import TokenClassification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertkit import BertModule
+from bertkit import BertModule, compose
 from bertkit.training.distillation import Distiller, Teacher, hidden_state_loss, matched_layers, soft_target_loss
 from bertkit.training.trained import save_serving_config
 from tests.conftest import FAST, RECIPE, run_bertkit
@@ -176,12 +177,21 @@ def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_exp
     run_bertkit("export", str(checkpoint), str(tmp_path / "teacher-export"), "--onnx", "false", cwd=tmp_path)
     student = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
     student.append("--trainer.log_every_n_steps=1")
+    transfer = tmp_path / "transfer"  # text the teacher tags, trained on beside the gold sentences
+    transfer.mkdir()
+    (transfer / "text.txt").write_text("Ingrid Halvorsen joined Sundby Steel in Hamburg .\n\nFans cheered in Accra .\n")
+    run_bertkit("predict", "--config", str(RECIPE), f"--ckpt_path={checkpoint}", "--data.predict_file=text.txt",
+                "--trainer.enable_progress_bar=false", cwd=transfer)  # fmt: skip
+    predicted = transfer / "runs/ner/predictions.jsonl"
     runs = {}
     for name, extra in {
         "labels": [],
         "alpha0": [f"--model.teacher.path={checkpoint}", "--model.teacher.alpha=0"],
         "checkpoint": [f"--model.teacher.path={checkpoint}"],
-        "export": [f"--model.teacher.path={tmp_path / 'teacher-export'}"],
+        "export": [
+            f"--model.teacher.path={tmp_path / 'teacher-export'}",
+            f"--data.train_file=[eng.train, {predicted}]",
+        ],
         "hidden": [f"--model.teacher.path={checkpoint}", "--model.teacher.hidden_weight=1.0"],
     }.items():
         (tmp_path / name).mkdir()
@@ -196,6 +206,12 @@ def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_exp
         assert any(not torch.equal(state[k], labels[k]) for k in labels)
         logged = [r for r in rows if r.get("train/distill_loss")]
         assert logged and all(math.isfinite(float(r["train/distill_loss"])) for r in logged)
+    tiny = {"model.pretrained": None, "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2"}
+    both = compose(RECIPE, overrides={**tiny, "data.train_file": ["eng.train", str(predicted)]}).datamodule
+    both.setup("fit")
+    records = [json.loads(line) for line in predicted.read_text().splitlines()]
+    assert [s.words for s in both.examples["train"][-2:]] == [r["words"] for r in records]
+    assert [s.tags for s in both.examples["train"][-2:]] == [r["tags"] for r in records]
     state, rows = runs["hidden"]  # TinyBERT's states: the tiny student's 128 projected to MiniLM's 384
     assert state.keys() - labels.keys() == {"distill_projection.weight", "distill_projection.bias"}
     assert state["distill_projection.weight"].shape == (384, 128)
