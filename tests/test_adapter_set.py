@@ -32,6 +32,7 @@ TEXTS = ["Peter Blackburn flew to Oslo on Tuesday .", "EU rejects German call to
 def _checkpoint(path: Path, model: BertModule, seed: int) -> Path:
     """``model`` with every trainable weight moved (LoRA's B starts at 0), saved as ``bertkit fit``
     saves it (adapters and head only)."""
+    model.configure_model()  # the adapters go on, as a trainer puts them
     torch.manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():

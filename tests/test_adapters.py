@@ -51,7 +51,9 @@ def _directory(family: str, tmp_path: Path, minilm_dir: Path) -> Path:
 
 
 def _perturbed(model: BertModule) -> BertModule:
-    """Every trainable weight moved (LoRA's B starts at 0: an untrained adapter changes nothing)."""
+    """Every trainable weight moved (LoRA's B starts at 0: an untrained adapter changes nothing),
+    once the adapters are on (``configure_model``, as a trainer calls it)."""
+    model.configure_model()
     torch.manual_seed(1)
     with torch.no_grad():
         for p in model.parameters():
@@ -67,6 +69,8 @@ def test_adapters_and_head_train_and_the_merged_export_reads_alike(family, head,
     if family == "electra" and head in ("sequence", "mlm"):  # ElectraFamily.hf_architecture
         pytest.skip("transformers' ELECTRA classes for these heads have other task layers than BERT's")
     model = BertModule(HEADS[head][0](), pretrained=str(_directory(family, tmp_path, minilm_dir)), adapter=Adapter(r=4))
+    assert model.base_fingerprint is None and not any(is_adapter_key(k) for k in model.state_dict())
+    model.configure_model()  # what a trainer does first: the adapters go on
     targets = model.hparams.adapter["target_modules"]
     assert targets == list(model.family.adapter_targets)
     trainable = {k for k, p in model.named_parameters() if p.requires_grad}

@@ -73,6 +73,26 @@ def require_peft() -> ModuleType:
     return require_module("peft", "model.adapter (LoRA)", LORA_INSTALL)
 
 
+def adapter_targets(encoder: nn.Module, adapter: Adapter, default_targets: tuple[str, ...]) -> list[str]:
+    """The names of ``encoder``'s linear layers ``adapter`` targets (its ``target_modules``, else
+    the family's ``default_targets``), checked before any layer is changed.
+
+    Raises:
+        ImportError: peft is not installed.
+        ValueError: no layer of the encoder matches a target (names the targets and the
+            encoder's linear layers).
+    """
+    require_peft()
+    targets = list(adapter.target_modules or default_targets)
+    linear = sorted({path.rpartition(".")[2] for path, m in encoder.named_modules() if _adaptable(path, m)})
+    missing = [t for t in targets if t.rpartition(".")[2] not in linear]
+    if missing:
+        raise ValueError(
+            f"model.adapter.target_modules: {missing} name no linear layer of the encoder (its linear layers: {linear})"
+        )
+    return targets
+
+
 def add_adapter(
     encoder: nn.Module, adapter: Adapter, default_targets: tuple[str, ...], name: str = "default"
 ) -> list[str]:
@@ -82,18 +102,10 @@ def add_adapter(
     frozen. Returns the targeted layer names.
 
     Raises:
-        ImportError: peft is not installed.
-        ValueError: no layer of the encoder matches a target (names the targets and the
-            encoder's linear layers).
+        ImportError, ValueError: as ``adapter_targets``.
     """
+    targets = adapter_targets(encoder, adapter, default_targets)
     peft = require_peft()
-    targets = list(adapter.target_modules or default_targets)
-    linear = sorted({path.rpartition(".")[2] for path, m in encoder.named_modules() if _adaptable(path, m)})
-    missing = [t for t in targets if t.rpartition(".")[2] not in linear]
-    if missing:
-        raise ValueError(
-            f"model.adapter.target_modules: {missing} name no linear layer of the encoder (its linear layers: {linear})"
-        )
     config = peft.LoraConfig(
         r=adapter.r,
         lora_alpha=adapter.alpha,

@@ -19,7 +19,14 @@ from pytorch_lightning.utilities import rank_zero_warn
 from torch import nn
 from typing_extensions import override
 
-from bertkit.model.adapters import Adapter, add_adapter, frozen_fingerprint, is_adapter_key, without_adapters
+from bertkit.model.adapters import (
+    Adapter,
+    adapter_targets,
+    add_adapter,
+    frozen_fingerprint,
+    is_adapter_key,
+    without_adapters,
+)
 from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
@@ -109,7 +116,9 @@ class BertModule(pl.LightningModule):
             al. 2019, initialised its student from its teacher's layers); None keeps them all.
         adapter: train LoRA adapters on the encoder instead of its weights (``Adapter``: ``r``,
             ``alpha``, ``dropout``, ``target_modules``; the ``lora`` extra, peft); the head trains
-            fully, the encoder's other weights (its pooler too) stay frozen. Checkpoints then hold
+            fully, the encoder's other weights (its pooler too) stay frozen. The targets are
+            checked here; the layers go on in ``configure_model`` (Lightning's hook for model
+            transforms, which ``fit``/``test``/``load_from_checkpoint`` call). Checkpoints then hold
             the adapters and the head only, with a fingerprint of the base weights, which come
             from ``pretrained`` again when a checkpoint is read; ``save_pretrained`` writes the
             merged model.
@@ -179,12 +188,11 @@ class BertModule(pl.LightningModule):
         )
         if num_layers is not None:
             self._keep_layers(num_layers)
+        self._adapter, self._base_weights = adapter, None  # the adapters go on in configure_model
         self.hparams["adapter"] = None
-        self._base_weights: str | None = None
-        if adapter is not None:
-            targets = add_adapter(self.encoder, adapter, self.family.adapter_targets)
+        if adapter is not None:  # checked now: a bad target or a missing peft stops before any trainer starts
+            targets = adapter_targets(self.encoder, adapter, self.family.adapter_targets)
             self.hparams["adapter"] = {**asdict(adapter), "target_modules": targets}
-            self._base_weights = frozen_fingerprint(self.encoder)
         if attention_dropout is not None:
             self.encoder.set_attention_dropout(attention_dropout)
         if compile:
@@ -204,7 +212,7 @@ class BertModule(pl.LightningModule):
     def base_fingerprint(self) -> str | None:
         """With ``model.adapter``, the fingerprint of the frozen base weights its adapters train
         over (``bertkit.model.adapters.frozen_fingerprint``; what an adapter checkpoint records);
-        None without adapters."""
+        None without adapters, or before ``configure_model`` put them on."""
         return self._base_weights
 
     def build_head(self) -> None:
@@ -262,10 +270,15 @@ class BertModule(pl.LightningModule):
 
     @override
     def configure_model(self) -> None:
-        """Build the head of a task that became ready in ``datamodule.setup`` (``Task.learn``), then
-        add the modules of the objectives a callback added (``add_objective``; the teacher's
-        projection of hidden states, ``distill_projection``) before the optimizer and a resumed
-        checkpoint see the parameters."""
+        """Put ``model.adapter``'s LoRA layers on the encoder (once; ``add_adapter``, then the
+        base weights' fingerprint), build the head of a task that became ready in
+        ``datamodule.setup`` (``Task.learn``), then add the modules of the objectives a callback
+        added (``add_objective``; the teacher's projection of hidden states,
+        ``distill_projection``): all before the optimizer and a checkpoint see the parameters
+        (Lightning calls it before either, and ``load_from_checkpoint`` before reading)."""
+        if self._adapter is not None and self._base_weights is None:
+            add_adapter(self.encoder, self._adapter, self.family.adapter_targets)
+            self._base_weights = frozen_fingerprint(self.encoder)
         if self.head is None and self.task.ready:
             self.build_head()
         for objective in self._objectives:
