@@ -18,7 +18,7 @@ Sides, per task and seed, in this order:
   ``--student-batches``: the student sides' budget, when it is not the teacher's;
   ``--teacher-seed N``: one teacher (the ``full`` run of seed N) for every seed's students.
 - ``…-x`` (``student-x``, ``student-distilled…-x``, NER): the student trains on eng.train and a
-  transfer set, the teacher's tags on Brown's press sections (its first 88 documents, 202,862
+  transfer set, the teacher's tags on Brown's press sections (its first 88 documents, ``--transfer-docs``; 202,862
   words, as many as eng.train's 203,621; split into sentences at ``.``/``?``/``!`` tokens) as
   ``bertkit predict`` writes them: ``data.train_file`` lists both files, and the budget grows with
   the sentences (the same epochs). ``student-x`` trains on the teacher's tags alone (pseudo-labels);
@@ -89,7 +89,7 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
     if side.startswith("student"):
         settings: dict[str, Any] = {"model.num_layers": STUDENT_LAYERS}
         if side.endswith("-x"):
-            settings["data.train_file"] = ["eng.train", str(transfer_set(teacher))]
+            settings["data.train_file"] = ["eng.train", str(transfer_set(teacher, args.transfer_docs))]
         distilled = DISTILLED_SIDE.fullmatch(side)
         if distilled:
             settings["model.teacher.path"] = str(teacher)
@@ -102,19 +102,24 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
     return [], {}
 
 
-def transfer_set(teacher: Path) -> Path:
-    """The teacher's tags on Brown's press sections, written by ``bertkit predict`` (once per
-    work folder; its wall-clock in ``seconds.txt``)."""
-    folder = teacher.parents[1].parent / "transfer"
+def transfer_folder(teacher: Path, documents: int) -> Path:
+    """Where the teacher's tags on Brown's first ``documents`` documents are written."""
+    return teacher.parents[1].parent / ("transfer" if documents == TRANSFER_DOCS else f"transfer-{documents}")
+
+
+def transfer_set(teacher: Path, documents: int) -> Path:
+    """The teacher's tags on Brown's first ``documents`` documents, written by ``bertkit predict``
+    (once per teacher; its wall-clock in ``seconds.txt``)."""
+    folder = transfer_folder(teacher, documents)
     out = folder / "predictions.jsonl"
     if out.is_file():
         return out
-    documents = (Path(os.environ["BERTKIT_DATA_DIR"]) / "corpus" / "brown.txt").read_text().split("\n\n")
+    brown = (Path(os.environ["BERTKIT_DATA_DIR"]) / "corpus" / "brown.txt").read_text().split("\n\n")
     text = folder.with_suffix(".txt")
     text.write_text(
         "\n\n".join(
             "\n".join(s for line in d.splitlines() if line.strip() for s in SENTENCE_END.split(line.strip()))
-            for d in documents[:TRANSFER_DOCS]
+            for d in brown[:documents]
         ) + "\n"
     )  # fmt: skip
     start = time.perf_counter()
@@ -157,7 +162,8 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
 
     recipe, score, overrides = TASKS[task]
     teacher = work.parent / f"{task}-seed{args.teacher_seed}" if args.teacher_seed else work
-    extra, settings = side_settings(side, teacher / "full" / "checkpoints" / "last.ckpt", args)
+    teacher_ckpt = teacher / "full" / "checkpoints" / "last.ckpt"
+    extra, settings = side_settings(side, teacher_ckpt, args)
     batches = args.student_batches if side.startswith("student") and args.student_batches else args.batches
     if side.endswith("-x"):  # the same epochs over the gold sentences and the transfer set's
         with open(settings["data.train_file"][1]) as transfer:
@@ -188,7 +194,8 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
         "trainable": sum(p.numel() for p in run.model.parameters() if p.requires_grad),
         "total": sum(p.numel() for p in run.model.parameters()),
         "train_batches": batches,
-    } | ({"labelling_s": float((work / "transfer" / "seconds.txt").read_text())} if side.endswith("-x") else {})
+    } | ({"labelling_s": float((transfer_folder(teacher_ckpt, args.transfer_docs) / "seconds.txt").read_text())}
+         if side.endswith("-x") else {})  # fmt: skip
 
 
 def summary(found: list[dict[str, float]]) -> dict[str, Any]:
@@ -230,6 +237,12 @@ def main() -> None:
         type=int,
         help="with --work: one teacher, the full run of this seed, for every seed's students",
     )
+    parser.add_argument(
+        "--transfer-docs",
+        type=int,
+        default=TRANSFER_DOCS,
+        help="Brown's first N documents as the transfer set (%(default)s)",
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)  # task side seed work
     args = parser.parse_args()
     if args.child:
@@ -270,6 +283,7 @@ def main() -> None:
                     command += ["--lora-lr", str(args.lora_lr)] if args.lora_lr is not None else []
                     command += ["--rslora"] if args.rslora else []
                     command += ["--teacher-seed", str(args.teacher_seed)] if args.teacher_seed else []
+                    command += ["--transfer-docs", str(args.transfer_docs)]
                     out = subprocess.run(command, capture_output=True, text=True)
                     if out.returncode != 0:
                         raise SystemExit(out.stderr[-3000:])
@@ -295,6 +309,7 @@ def main() -> None:
         "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS,
         "teacher_defaults": {f.name: f.default for f in fields(Teacher) if f.name != "path"},
         "sides": args.sides, "lora_lr": args.lora_lr, "rslora": args.rslora, "teacher_seed": args.teacher_seed,
+        "transfer_docs": args.transfer_docs,
     }  # fmt: skip
     result["tasks"] = table
     write_result(args.out, result)
