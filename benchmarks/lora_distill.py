@@ -18,8 +18,9 @@ Sides, per task and seed, in this order:
   ``--student-batches``: the student sides' budget, when it is not the teacher's;
   ``--teacher-seed N``: one teacher (the ``full`` run of seed N) for every seed's students.
 - ``…-x`` (``student-x``, ``student-distilled…-x``, NER): the student trains on eng.train and a
-  transfer set, the teacher's tags on Brown's press sections (its first 88 documents, ``--transfer-docs``; 202,862
-  words, as many as eng.train's 203,621; split into sentences at ``.``/``?``/``!`` tokens) as
+  transfer set, the teacher's tags on Brown's press sections (its first 88 documents by default,
+  ``--transfer-docs``: 202,862 words, as many as eng.train's 203,621; split into sentences at
+  ``.``/``?``/``!`` tokens) as
   ``bertkit predict`` writes them: ``data.train_file`` lists both files, and the budget grows with
   the sentences (the same epochs). ``student-x`` trains on the teacher's tags alone (pseudo-labels);
   ``student-distilled…-x`` on its distribution as well (Jiao et al. 2020, §3.2: TinyBERT's
