@@ -227,14 +227,19 @@ class BertModule(pl.LightningModule):
             torch.manual_seed(torch.initial_seed())
             head = self.task.build_head(self.encoder.config, self.tokenizer)
         head.attach(self.encoder)
-        pooler = getattr(self.encoder, "pooler", None)
-        if pooler is not None and not head.reads_pooler:
-            pooler.requires_grad_(False)  # outside the loss: DDP would stop at the first step
+        self.head = head
+        self._freeze_unread_pooler()
         fresh = getattr(self.encoder, "fresh_weights", "")  # set by pretrained_encoder
         if fresh and head.reads_pooler:
             rank_zero_warn(f"{fresh}: {type(head).__name__} reads them, so they start fresh and train with it")
-        self.head = head
         self.hparams["task"] = self.task.spec()  # now with what the task learned from data
+
+    def _freeze_unread_pooler(self) -> None:
+        """Freeze the encoder's pooler, its adapters included, where the head does not read it:
+        outside the loss, its weights would stop DDP at the first step (unused parameters)."""
+        pooler = getattr(self.encoder, "pooler", None)
+        if pooler is not None and self.head is not None and not self.head.reads_pooler:
+            pooler.requires_grad_(False)
 
     @classmethod
     def load_from_checkpoint(  # type: ignore[override]
@@ -270,15 +275,19 @@ class BertModule(pl.LightningModule):
 
     @override
     def configure_model(self) -> None:
-        """Put ``model.adapter``'s LoRA layers on the encoder (once; ``add_adapter``, then the
-        base weights' fingerprint), build the head of a task that became ready in
+        """Put ``model.adapter``'s LoRA layers on the encoder (once; ``add_adapter``, their initial
+        weights drawn from torch's last seed in a forked generator, as the head's; then the base
+        weights' fingerprint), build the head of a task that became ready in
         ``datamodule.setup`` (``Task.learn``), then add the modules of the objectives a callback
         added (``add_objective``; the teacher's projection of hidden states,
         ``distill_projection``): all before the optimizer and a checkpoint see the parameters
         (Lightning calls it before either, and ``load_from_checkpoint`` before reading)."""
         if self._adapter is not None and self._base_weights is None:
-            add_adapter(self.encoder, self._adapter, self.family.adapter_targets)
+            with torch.random.fork_rng(devices=[]):  # as the head's: the same adapters in one process or under DDP
+                torch.manual_seed(torch.initial_seed() + 1)  # a stream of their own
+                add_adapter(self.encoder, self._adapter, self.family.adapter_targets)
             self._base_weights = frozen_fingerprint(self.encoder)
+            self._freeze_unread_pooler()  # a head built before the adapters froze the pooler without them
         if self.head is None and self.task.ready:
             self.build_head()
         for objective in self._objectives:
