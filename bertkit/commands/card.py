@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.model.pretrained import base_model, resolve_pretrained
+from bertkit.utils.io import file_names
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ def _data(sources: dict[str, str], data: dict[str, Any], sample: bool) -> list[s
         return []
     read = ", ".join(f"`{v}`" + (f" ({k})" if k else "") for k, v in sources.items())
     files = ", ".join(
-        f"{k} " + " + ".join(f"`{n}`" for n in (data[k] if isinstance(data[k], list) else [data[k]]))
+        f"{k} " + " + ".join(f"`{n}`" for n in file_names(data[k]))
         for k in ("train_file", "validation_file", "test_file")
         if data.get(k)
     )

@@ -44,7 +44,7 @@ from bertkit.data.streaming import (
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample, renamed_source
 from bertkit.utils.choices import check_choice, check_int
-from bertkit.utils.io import text_lines
+from bertkit.utils.io import file_names, text_lines
 from bertkit.utils.precision import check_float32
 
 log = logging.getLogger(__name__)
@@ -54,11 +54,6 @@ MAX_TOKENS = 1 << 20
 """The most tokens a sequence setting may ask for (a bound checked before anything is allocated;
 the model's ``max_position_embeddings`` bounds it further)."""
 PredictFormat = Literal["auto", "text", "native"]
-
-
-def file_names(given: str | list[str] | None) -> list[str]:
-    """A split's file names: none, the one given, or each of a list (``train_file``)."""
-    return [] if given is None else [given] if isinstance(given, str) else list(given)
 
 
 @dataclass

@@ -217,3 +217,8 @@ def read_json(path: str | Path, missing: str) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: {missing}")
     return parse_json(read_text(path), str(path), whole_file=True)
+
+
+def file_names(given: str | list[str] | None) -> list[str]:
+    """A split setting's file names: none, the one given, or each of a list (``data.train_file``)."""
+    return [] if given is None else [given] if isinstance(given, str) else list(given)

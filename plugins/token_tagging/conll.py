@@ -7,6 +7,7 @@ BIOES and always converted to IOB2 (B- begins every entity), the scheme the mode
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bertkit.api import NonBlank, Text, check_choice, json_lines, parse, text_lines
+
+log = logging.getLogger(__name__)
 
 COLUMNS = re.compile(r"[ \t]+")
 """Column separators: ASCII spaces and tabs only; a no-break space (U+00A0) or other Unicode
@@ -162,6 +165,7 @@ def read_tagged_jsonl(
     path = Path(path)
     check_choice("tag scheme", scheme, TagScheme)
     if _predicted(path, tokens_field):
+        log.warning("%s: records bertkit predict wrote: read by their words and tags, as IOB2", path)
         tokens_field, tags_field, scheme = "words", "tags", "IOB2"
     sentences: list[Sentence] = []
     for where, record, words in tokenized_records(path, tokens_field, tags_field if labelled else None):
@@ -182,7 +186,9 @@ def read_tagged_jsonl(
 def _predicted(path: Path, tokens_field: str) -> bool:
     """Whether the first record of a JSON Lines file is one ``bertkit predict`` wrote for a
     token-classification model (``words`` and ``tags``, no ``tokens_field``)."""
-    first = next(iter(json_lines(path)), None)
+    records = json_lines(path)
+    first = next(records, None)
+    records.close()  # the file, read no further
     record = first[1] if first is not None else None
     return isinstance(record, dict) and tokens_field not in record and {"words", "tags"} <= record.keys()
 
