@@ -399,6 +399,33 @@ def test_serve_routes_follow_the_backend_and_embed_option(ner_checkpoint: Path) 
         assert server(str(ner_checkpoint), precision=precision).model_metadata["precision"] == precision
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_a_cpu_worker_runs_the_model_the_main_process_loaded(ner_checkpoint: Path, precision: str, capsys) -> None:
+    """The model crosses to a worker as LitServe's spawned process receives it (pickled, its
+    tensors in shared memory), is converted and packed there, and answers as a predictor loaded
+    from the checkpoint does; the main process's copy stays float32 and unpacked."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from bertkit.commands.serving import Batching, PredictAPI, load_predictors
+    from bertkit.model.prepacked import PrepackedLinear, prepacking_available
+
+    loaded = load_predictors(str(ner_checkpoint), {}, "torch", 1024, "cpu")
+    api = PredictAPI(str(ner_checkpoint), "torch", Batching(), precision=precision, loaded=loaded)
+    worker = ForkingPickler.loads(ForkingPickler.dumps(api))
+    assert all(p.is_shared() for p in worker.loaded["default"].encoder.parameters())
+    worker.setup("cpu")
+    assert "PredictAPI received on cpu" in capsys.readouterr().out and worker.loaded is None
+    alone = Predictor.load(ner_checkpoint).in_precision(precision)
+    texts = ["Peter Blackburn flew to Oslo .", LONG]
+    assert worker.predictor.predict(texts) == alone.predict(texts)
+    assert worker.predictor.description.get("precision") == alone.description.get("precision")
+    main = loaded["default"]
+    assert "precision" not in main.description and all(p.dtype == torch.float32 for p in main.encoder.parameters())
+    assert not any(isinstance(m, PrepackedLinear) for m in main.encoder.modules())  # packed in the worker alone
+    packed = any(isinstance(m, PrepackedLinear) for m in worker.predictor.encoder.modules())
+    assert packed == (precision == "fp32" and prepacking_available())
+
+
 @pytest.mark.slow
 @pytest.mark.browser
 def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:

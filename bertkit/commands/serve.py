@@ -117,7 +117,7 @@ def serve(
     routes += ", POST /embed" if embed and backend == "torch" else ""
     print(
         f"bertkit serve: loading {model} ({backend}, {precision}) in {workers} worker(s); "
-        f"http://{host}:{port} answers once a worker has loaded it (the page at /; {routes})",
+        f"http://{host}:{port} answers once its model processes are ready (the page at /; {routes})",
         flush=True,
     )
     server(model, backend, accelerator, workers, batching, timeout, embed, compile, precision, api_key, adapters).run(

@@ -218,31 +218,43 @@ class Refusal:
 
 
 class _ModelAPI(ls.LitAPI):
-    """What both routes share: the checkpoint, loaded once per worker in ``setup``; requests
-    decoded by ``read`` (a ``Refusal`` where it raises), then run together, ``max_batch_size``
-    requests at most, waiting up to ``batch_timeout`` seconds for more. (Request arguments stay
-    unannotated: LitServe reads an annotation as the body's schema.)"""
+    """What both routes share: the model, handed over by the main process where the worker runs on
+    the CPU (``loaded``: predictors loaded with ``prepack=False``, which the worker process receives
+    pickled, their tensors in shared memory) and loaded from ``model`` in ``setup`` elsewhere;
+    requests decoded by ``read`` (a ``Refusal`` where it raises), then run together,
+    ``max_batch_size`` requests at most, waiting up to ``batch_timeout`` seconds for more.
+    (Request arguments stay unannotated: LitServe reads an annotation as the body's schema.)"""
 
     def __init__(
         self, model: str, backend: Backend, batching: Batching, compile: bool = False, precision: Precision = "fp32",
-        adapters: dict[str, str] | None = None,
+        adapters: dict[str, str] | None = None, loaded: dict[str, Predictor] | None = None,
     ) -> None:  # fmt: skip
         super().__init__(api_path=self.route, max_batch_size=batching.max_batch_size, batch_timeout=batching.timeout)
         self.model, self.backend, self.max_tokens = model, backend, batching.max_tokens
         self.max_request_tokens = batching.max_request_tokens
-        self.compile, self.precision, self.adapters = compile, precision, adapters or {}
+        self.compile, self.precision, self.adapters, self.loaded = compile, precision, adapters or {}, loaded
 
     route = ""
     """The route's path."""
 
     def setup(self, device: str) -> None:
         started = time.monotonic()
-        self.predictors = load_predictors(self.model, self.adapters, self.backend, self.max_tokens, device)
+        if self.loaded is not None and torch.device(device).type == "cpu":
+            self.predictors, how = self.loaded, "received"
+        else:
+            self.predictors, how = (
+                load_predictors(self.model, self.adapters, self.backend, self.max_tokens, device),
+                "loaded",
+            )
+        self.loaded = None  # a worker restarted by LitServe is handed the main process's copy again
         self.predictor = self.predictors[DEFAULT].in_precision(self.precision)
         if self.compile:
             self.predictor.compile()
+        elif self.precision == "fp32":
+            for predictor in self.predictors.values():
+                predictor.prepack()
         print(
-            f"bertkit serve: {type(self).__name__} loaded on {device} in {time.monotonic() - started:.1f} s", flush=True
+            f"bertkit serve: {type(self).__name__} {how} on {device} in {time.monotonic() - started:.1f} s", flush=True
         )
 
     def read(self, request: Any) -> Any:
@@ -374,13 +386,14 @@ class DrainingServer(ls.LitServer):
 
 
 def load_predictors(
-    model: str, adapters: dict[str, str], backend: Backend, max_tokens: int, device: str
+    model: str, adapters: dict[str, str], backend: Backend, max_tokens: int, device: str, prepack: bool = False
 ) -> dict[str, Predictor]:
     """The predictors a server answers with, by adapter name: ``model``'s alone as ``default``, or
-    it and each of ``adapters`` over one shared encoder (``load_adapters``)."""
+    it and each of ``adapters`` over one shared encoder (``load_adapters``); unpacked unless
+    ``prepack`` (``Predictor.prepack``)."""
     if not adapters:
-        return {DEFAULT: Predictor.load(model, max_tokens, device, backend)}
-    return load_adapters({DEFAULT: model, **adapters}, max_tokens, device)
+        return {DEFAULT: Predictor.load(model, max_tokens, device, backend, prepack)}
+    return load_adapters({DEFAULT: model, **adapters}, max_tokens, device, prepack)
 
 
 PAGE = Path(__file__).with_name("serve_page.html")
@@ -395,19 +408,22 @@ def server(
     """The LitServer of ``model`` (a checkpoint or an export folder) with its routes and the page
     (``workers`` model processes per route and device; arguments as ``bertkit serve``'s; no
     ``/embed`` on an ONNX backend, whose graph ends in the head's logits); the model is loaded
-    once here, so that one that cannot load stops start-up; with ``api_key``, every route but the
+    once here, so that one that cannot load stops start-up, and handed to the CPU workers (the
+    torch backend; an ONNX Runtime session does not pickle); with ``api_key``, every route but the
     page and ``/health`` needs it in ``X-API-Key`` (checked before a body is read); ``adapters``:
     more adapter checkpoints over ``model``'s base, answered by the same encoder
     (``bertkit.inference.adapter_set``)."""
     batching = batching or Batching()
     loaded = load_predictors(model, adapters or {}, backend, batching.max_tokens, "cpu")
-    info = loaded[DEFAULT].in_precision(precision).info()  # /info states the precision served
+    info = loaded[DEFAULT].info()
+    if precision != "fp32":
+        info["precision"] = precision  # /info states the precision served, which each worker converts to
     if adapters:
         info["adapters"] = {name: predictor.info() for name, predictor in loaded.items()}
-    routes = [PredictAPI, EmbedAPI] if embed and backend == "torch" else [PredictAPI]
-    apis = [
-        api(model, backend, batching, compile, precision, adapters if api is PredictAPI else None) for api in routes
-    ]
+    handed = loaded if backend == "torch" else None
+    apis = [PredictAPI(model, backend, batching, compile, precision, adapters, handed)]
+    if embed and backend == "torch":  # the default adapter's predictor (the whole set travels with its encoder)
+        apis.append(EmbedAPI(model, backend, batching, compile, precision, None, {DEFAULT: loaded[DEFAULT]}))
     queue = {
         "count_tokens": loaded[DEFAULT].tokenizer.count_tokens, "limit": batching.max_queued_tokens * workers,
         "admitted": WorkQueue.counters(),

@@ -17,7 +17,6 @@ from torch import nn
 
 from bertkit.inference.predictor import MAX_TOKENS, Predictor
 from bertkit.model.adapters import Adapter, add_adapter, is_adapter_key, require_peft
-from bertkit.model.prepacked import prepack_linears
 from bertkit.tasks.task import Batch
 from bertkit.training.module import BertModule
 from bertkit.training.trained import load_trained
@@ -68,13 +67,15 @@ class AdaptedEncoder(nn.Module):
 
 
 def load_adapters(
-    paths: Mapping[str, str | Path], max_tokens: int = MAX_TOKENS, device: str = "cpu"
+    paths: Mapping[str, str | Path], max_tokens: int = MAX_TOKENS, device: str = "cpu", prepack: bool = True
 ) -> dict[str, Predictor]:
     """A predictor per adapter checkpoint (``bertkit fit`` with ``model.adapter``), all over one
     encoder: ``paths`` maps each name to its checkpoint; the first one's base model is loaded,
     and each checkpoint keeps its own task, head and ``data.max_length``. The predictors run in
-    float32 (their linear layers pre-packed on the CPU): bf16, int8 and compile would convert the
-    encoder every adapter shares, and are not offered here.
+    float32 (their linear layers pre-packed on the CPU; ``prepack=False``: predictors that pickle,
+    to hand to another process, where ``Predictor.prepack`` of any one of them packs the shared
+    encoder): bf16, int8 and compile would convert the encoder every adapter shares, and are not
+    offered here.
 
     Raises:
         ImportError: peft is not installed (the ``lora`` extra).
@@ -114,8 +115,8 @@ def load_adapters(
             plain.task, plain.head, plain.tokenizer, AdaptedForward(switch, name, model),
             {**plain.description, "adapter": name}, max_length, max_tokens, AdaptedEncoder(switch, name), plain.device,
         )  # fmt: skip
-    if torch.device(device).type == "cpu":
-        prepack_linears(shared)  # every base layer the adapters leave alone, once
+    if prepack:
+        predictors[first_name].prepack()  # the shared encoder's base layers, which every predictor runs
     return predictors
 
 

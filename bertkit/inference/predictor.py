@@ -86,7 +86,7 @@ class Predictor:
         self.task, self.head, self.tokenizer, self.forward = task, head, tokenizer, forward
         self.description = description
         self.max_length, self.max_tokens, self.encoder, self.device = max_length, max_tokens, encoder, device
-        self._prepacked = False  # the encoder's linear layers pre-packed for oneDNN (``_prepack``)
+        self._prepacked = False  # the encoder's linear layers pre-packed for oneDNN (``prepack``)
 
     @classmethod
     def from_model(cls, model: BertModule, max_length: int, max_tokens: int = MAX_TOKENS) -> Predictor:
@@ -103,34 +103,39 @@ class Predictor:
 
     @classmethod
     def load(
-        cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", backend: Backend = "torch"
-    ) -> Predictor:
+        cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", backend: Backend = "torch",
+        prepack: bool = True,
+    ) -> Predictor:  # fmt: skip
         """``from_checkpoint`` of a ``.ckpt`` file, ``from_export`` of a folder."""
         if Path(path).is_dir():
-            return cls.from_export(path, max_tokens, device, backend)
+            return cls.from_export(path, max_tokens, device, backend, prepack)
         if backend != "torch":
             raise ValueError(
                 f"{path}: the {backend} backend runs an export's ONNX graph; pass a `bertkit export` folder"
             )
-        return cls.from_checkpoint(path, max_tokens, device)
+        return cls.from_checkpoint(path, max_tokens, device, prepack)
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu") -> Predictor:
+    def from_checkpoint(
+        cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", prepack: bool = True
+    ) -> Predictor:
         """Load a ``bertkit fit`` checkpoint (read as ``BertModule.load_from_checkpoint`` reads it:
         nothing it names is imported) onto ``device`` with its ``data.max_length``; on the CPU the
-        encoder's linear layers are pre-packed for oneDNN (``bertkit.model.prepacked``: the same float32 values,
-        faster products).
+        encoder's linear layers are pre-packed for oneDNN (``prepack``; ``prepack=False``: a predictor
+        that pickles, to hand to another process, which packs it there).
 
         Raises:
             FileNotFoundError, ValueError: see ``bertkit.training.checkpoints.check_checkpoint``.
         """
         model, max_length = load_trained(path, device, BertModule)
-        return cls.from_model(model, max_length, max_tokens)._prepack()
+        predictor = cls.from_model(model, max_length, max_tokens)
+        return predictor.prepack() if prepack else predictor
 
     @classmethod
     def from_export(
-        cls, folder: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", backend: Backend = "torch"
-    ) -> Predictor:
+        cls, folder: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", backend: Backend = "torch",
+        prepack: bool = True,
+    ) -> Predictor:  # fmt: skip
         """Load a ``bertkit export`` folder: its task from ``bertkit.json`` (registered or
         already-imported tasks only), and either its weights into a ``BertModule`` (``torch``)
         or its ONNX graph into onnxruntime (``onnx``, ``onnx-int8``; of the torch weights only the
@@ -144,8 +149,7 @@ class Predictor:
         """
         folder = Path(folder)
         if backend == "torch":
-            model, max_length = load_trained(folder, device, BertModule)
-            return cls.from_model(model, max_length, max_tokens)._prepack()
+            return cls.from_checkpoint(folder, max_tokens, device, prepack)
         config, key = serving_config(folder)
         task = task_from_spec(config[key], f"{folder / SERVING_FILE}: {key}")
         max_length = int(config["max_length"])
@@ -225,16 +229,19 @@ class Predictor:
         ``int8`` (``to_int8``); raises what those raise."""
         return {"fp32": lambda: self, "bf16": self.to_bfloat16, "int8": self.to_int8}[precision]()
 
-    def _prepack(self) -> Predictor:
-        """Pack the float32 encoder's linear layers for oneDNN on the CPU (``bertkit.model.prepacked``):
-        for models the predictor loaded itself (``from_checkpoint``, ``from_export``), not a model
-        ``from_model`` was given (packing replaces its layers)."""
-        if self.encoder is not None and torch.device(self.device).type == "cpu":
+    def prepack(self) -> Predictor:
+        """Pack the float32 encoder's linear layers for oneDNN on the CPU (``bertkit.model.prepacked``:
+        the same float32 values, faster products); returns the predictor. ``from_checkpoint`` and
+        ``from_export`` call it; call it on a predictor ``from_model`` made only where its model is
+        used for nothing else (packing replaces its layers), or on one loaded with
+        ``prepack=False`` once it is where it runs (a packed predictor does not pickle). A second
+        call, a device other than the CPU or an ONNX backend change nothing."""
+        if self.encoder is not None and not self._prepacked and torch.device(self.device).type == "cpu":
             self._prepacked = prepack_linears(self.encoder) > 0
         return self
 
     def _unprepack(self) -> None:
-        """Undo ``_prepack`` before another conversion (bf16, int8, compile) replaces the layers."""
+        """Undo ``prepack`` before another conversion (bf16, int8, compile) replaces the layers."""
         if self._prepacked:
             unprepack_linears(self.encoder)
             self._prepacked = False
