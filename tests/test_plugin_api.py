@@ -1,8 +1,9 @@
-"""A third-party task and an encoder family written only against ``bertkit.api``, as the plugin
-docs show them (``tests/fixtures/bertkit-plugin-api``, the code on those pages verbatim), installed
-as a distribution and run through the CLI in new processes: the task trains, tests, predicts,
-exports (transformers loads the export and computes its scores) and is served; the family loads a
-transformers CamemBERT directory, fine-tunes and exports it."""
+"""A third-party task, an encoder family and a command, each written only against its tier of
+``bertkit.api``, as the plugin docs show them (``tests/fixtures/bertkit-plugin-api``, the code on
+those pages verbatim), installed as a distribution and run through the CLI in new processes: the
+task trains, tests, predicts, exports (transformers loads the export and computes its scores) and
+is served, and the command writes the export's records; the family loads a transformers CamemBERT
+directory, fine-tunes and exports it."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def test_the_plugin_pages_show_the_code_tested_here() -> None:
     assert f"```python\n{task}```" in (ROOT / "docs" / "plugins.md").read_text()
     family = (FIXTURE / "bertkit_camembert.py").read_text()
     assert f"```python\n{family}```" in (ROOT / "docs" / "plugin-guide.md").read_text()
+    command = (FIXTURE / "bertkit_scores_command.py").read_text()
+    assert f"```python\n{command}```" in (ROOT / "docs" / "plugins.md").read_text()
 
 
 def test_the_documented_task_trains_tests_predicts_exports_and_serves(site, tmp_path):
@@ -41,7 +44,7 @@ def test_the_documented_task_trains_tests_predicts_exports_and_serves(site, tmp_
     texts = (tmp_path / "texts.txt").read_text().splitlines()
     files = {"train": "train.tsv", "validation": "test.tsv", "test": "test.tsv"}
     config = recipe(tmp_path, "ScoreTask", files, key="task")
-    env = env_with(site, BERTKIT_LOAD_PLUGINS="score_task")
+    env = env_with(site, BERTKIT_LOAD_PLUGINS="score_task,scores_command")
 
     run_bertkit("fit", "--config", str(config), cwd=tmp_path, env=env)
     tested = run_bertkit("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env)
@@ -65,6 +68,11 @@ def test_the_documented_task_trains_tests_predicts_exports_and_serves(site, tmp_
         status, served = _post(port, "/predict", {"inputs": texts})
     assert status == 200 and [r["text"] for r in served] == texts
     assert [r["score"] for r in served] == pytest.approx([r["score"] for r in records], abs=1e-4)
+
+    said = run_bertkit("scores", "export", "texts.txt", "--output", "scored.jsonl", cwd=tmp_path, env=env).stdout
+    scored = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert f"{len(texts)} records written to scored.jsonl" in said and [r["text"] for r in scored] == texts
+    assert [r["score"] for r in scored] == pytest.approx([r["score"] for r in records], abs=1e-4)
 
 
 def test_the_documented_family_loads_fine_tunes_and_exports_a_camembert_directory(site, tmp_path):

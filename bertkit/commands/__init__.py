@@ -5,7 +5,7 @@ registration names them by import path, so ``bertkit --help`` imports none of th
 
 from collections.abc import Callable
 
-from bertkit.hookspecs import hookimpl
+from bertkit.api.app import hookimpl
 
 
 @hookimpl

@@ -10,8 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bertkit.model.pretrained import base_model, resolve_pretrained
-from bertkit.utils.io import file_names
+from bertkit.api.app import base_model, file_names, resolve_pretrained
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,7 @@ import logging
 from contextlib import nullcontext
 from pathlib import Path
 
-from bertkit.utils.choices import Features, Pooling
-from bertkit.utils.io import atomic_path, replace_output
+from bertkit.api.app import Features, Pooling, atomic_path, replace_output
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +50,7 @@ def embed(
     import torch
     from safetensors.torch import save_file
 
-    from bertkit.inference.embeddings import PART_LINES, embed_texts, read_parts
-    from bertkit.model.families import family_of
-    from bertkit.model.pretrained import resolve_pretrained
-    from bertkit.training.module import BertModule
+    from bertkit.api.app import PART_LINES, BertModule, embed_texts, family_of, read_parts, resolve_pretrained
 
     target = Path(output)
     if target.suffix not in (".safetensors", ".jsonl"):
@@ -68,11 +64,11 @@ def embed(
         directory = resolve_pretrained(pretrained)
         encoder, tokenizer = family_of(directory).from_pretrained(directory)
     if int8:
-        from bertkit.model.quantize import quantize_linears
+        from bertkit.api.app import quantize_linears
 
         quantize_linears(encoder)
     else:
-        from bertkit.model.prepacked import prepack_linears
+        from bertkit.api.app import prepack_linears
 
         prepack_linears(encoder)  # float32 on the CPU, for oneDNN (the same values)
     count, truncated, dims, kept, sources = 0, 0, 0, [], []

@@ -33,12 +33,16 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
             ``peft.PeftModel.from_pretrained`` loads over the head's transformers class built on
             ``model.pretrained``. ``OUTPUT`` itself holds the merged model either way.
     """
+    from bertkit.api.app import (
+        BertModule,
+        atomic_dir,
+        export_onnx,
+        load_checkpoint,
+        quantize_onnx,
+        save_serving_config,
+        stored_max_length,
+    )
     from bertkit.commands.card import model_card
-    from bertkit.inference.onnx import export_onnx, quantize_onnx
-    from bertkit.training.checkpoints import load_checkpoint
-    from bertkit.training.module import BertModule
-    from bertkit.training.trained import save_serving_config, stored_max_length
-    from bertkit.utils.io import atomic_dir
 
     model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
     if onnx is None and model.head.onnx_outputs:
@@ -57,7 +61,7 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
         (folder / "README.md").write_text(card, encoding="utf-8")
         written.append(f"wrote {output} ({architecture})")
         if adapter:
-            from bertkit.training.adapter_export import save_peft_adapter
+            from bertkit.api.app import save_peft_adapter
 
             head = save_peft_adapter(model, folder / "adapter")
             written.append(f"wrote {Path(output) / 'adapter'} (PEFT: the adapters, and {', '.join(head)} whole)")

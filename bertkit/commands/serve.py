@@ -10,7 +10,7 @@ import socket
 from importlib.util import find_spec
 from pathlib import Path
 
-from bertkit.utils.choices import Backend, Precision
+from bertkit.api.app import Backend, Precision
 
 log = logging.getLogger(__name__)
 
@@ -154,11 +154,10 @@ def _check_adapters(adapters: dict[str, str], backend: Backend, converted: bool)
     """Raises ValueError (ImportError without peft) before anything loads when ``--adapters``
     cannot be served: a name taken by ``--model``'s adapter, an ONNX backend, or another precision
     or compilation (they would convert the encoder every adapter shares)."""
-    from bertkit.inference.adapter_set import DEFAULT
-    from bertkit.model.adapters import LORA_INSTALL
+    from bertkit.api.app import DEFAULT_ADAPTER, LORA_INSTALL
 
-    if DEFAULT in adapters:
-        raise ValueError(f"--adapters: the name {DEFAULT!r} is --model's adapter; choose another")
+    if DEFAULT_ADAPTER in adapters:
+        raise ValueError(f"--adapters: the name {DEFAULT_ADAPTER!r} is --model's adapter; choose another")
     if backend != "torch":
         raise ValueError(f"--adapters needs the torch backend; the {backend} backend runs one exported graph")
     if converted:

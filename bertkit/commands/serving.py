@@ -35,10 +35,20 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from bertkit.inference.adapter_set import DEFAULT, load_adapters
-from bertkit.inference.predictor import MAX_TOKENS, Featurized, Predictor, check_texts
-from bertkit.utils.choices import Backend, Precision
-from bertkit.utils.schema import Schema, Text, parse, parse_json
+from bertkit.api.app import (
+    DEFAULT_ADAPTER,
+    MAX_TOKENS,
+    Backend,
+    Featurized,
+    Precision,
+    Predictor,
+    Schema,
+    Text,
+    check_texts,
+    load_adapters,
+    parse,
+    parse_json,
+)
 
 MAX_INPUTS = 256
 """Most inputs in one request."""
@@ -103,7 +113,7 @@ class PredictRequest(Schema):
     ``--model``'s, named ``default``)."""
 
     inputs: Text | dict[str, Any] | Inputs | Records
-    adapter: str = DEFAULT
+    adapter: str = DEFAULT_ADAPTER
 
     def listed(self) -> list[Any]:
         return self.inputs if isinstance(self.inputs, list) else [self.inputs]
@@ -247,7 +257,7 @@ class _ModelAPI(ls.LitAPI):
                 "loaded",
             )
         self.loaded = None  # a worker restarted by LitServe is handed the main process's copy again
-        self.predictor = self.predictors[DEFAULT].in_precision(self.precision)
+        self.predictor = self.predictors[DEFAULT_ADAPTER].in_precision(self.precision)
         if self.compile:
             self.predictor.compile()
         elif self.precision == "fp32":
@@ -392,8 +402,8 @@ def load_predictors(
     it and each of ``adapters`` over one shared encoder (``load_adapters``); unpacked unless
     ``prepack`` (``Predictor.prepack``)."""
     if not adapters:
-        return {DEFAULT: Predictor.load(model, max_tokens, device, backend, prepack)}
-    return load_adapters({DEFAULT: model, **adapters}, max_tokens, device, prepack)
+        return {DEFAULT_ADAPTER: Predictor.load(model, max_tokens, device, backend, prepack)}
+    return load_adapters({DEFAULT_ADAPTER: model, **adapters}, max_tokens, device, prepack)
 
 
 PAGE = Path(__file__).with_name("serve_page.html")
@@ -415,7 +425,7 @@ def server(
     (``bertkit.inference.adapter_set``)."""
     batching = batching or Batching()
     loaded = load_predictors(model, adapters or {}, backend, batching.max_tokens, "cpu")
-    info = loaded[DEFAULT].info()
+    info = loaded[DEFAULT_ADAPTER].info()
     if precision != "fp32":
         info["precision"] = precision  # /info states the precision served, which each worker converts to
     if adapters:
@@ -423,9 +433,11 @@ def server(
     handed = loaded if backend == "torch" else None
     apis = [PredictAPI(model, backend, batching, compile, precision, adapters, handed)]
     if embed and backend == "torch":  # the default adapter's predictor (the whole set travels with its encoder)
-        apis.append(EmbedAPI(model, backend, batching, compile, precision, None, {DEFAULT: loaded[DEFAULT]}))
+        apis.append(
+            EmbedAPI(model, backend, batching, compile, precision, None, {DEFAULT_ADAPTER: loaded[DEFAULT_ADAPTER]})
+        )
     queue = {
-        "count_tokens": loaded[DEFAULT].tokenizer.count_tokens, "limit": batching.max_queued_tokens * workers,
+        "count_tokens": loaded[DEFAULT_ADAPTER].tokenizer.count_tokens, "limit": batching.max_queued_tokens * workers,
         "admitted": WorkQueue.counters(),
     }  # fmt: skip
     lit_server = DrainingServer(

@@ -37,12 +37,12 @@ def stream(
         chunk_bytes: the size of a chunk (litdata's ``chunk_bytes``).
         workers: processes that featurize and write.
     """
-    from bertkit.data.streaming import require_litdata
+    from bertkit.api.app import require_litdata
 
     if recipe is None or output is None:
         raise ValueError("bertkit stream: give the recipe and the output folder: --config RECIPE --output DIR")
     require_litdata()
-    from bertkit.cli.recipe import compose
+    from bertkit.api.app import compose
 
     composed = compose(recipe, overrides={f"data.{split}_file": file} if file else None)
     manifest = composed.datamodule.write_stream(split, output, part_size, chunk_bytes, workers)

@@ -11,7 +11,7 @@ from importlib.util import find_spec
 
 from jsonargparse.typing import NonNegativeInt, PositiveInt
 
-from bertkit.utils.choices import Pruner
+from bertkit.api.app import Pruner
 
 log = logging.getLogger(__name__)
 

@@ -52,10 +52,7 @@ import yaml
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from bertkit.cli.guide import load_yaml
-from bertkit.training.checkpoints import load_checkpoint
-from bertkit.utils.choices import Pruner
-from bertkit.utils.io import atomic_path
+from bertkit.api.app import Pruner, atomic_path, load_checkpoint, load_yaml
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats are "experimental"
 
@@ -384,7 +381,7 @@ def best_score(last: Path) -> float | None:
 
 def fit_trial(job: dict[str, Any]) -> None:
     """The trial process: the recipe composed as ``bertkit fit`` composes it, pruned, fitted."""
-    from bertkit.cli.recipe import compose
+    from bertkit.api.app import compose
 
     study = Study(**{**job["study"], "root": Path(job["study"]["root"])})
     composed = compose(*study.recipes(), overrides=job["overrides"])
@@ -549,7 +546,7 @@ def run(
     pruner: Pruner, seed: int, seeds: int, report_only: bool, tracker: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """``bertkit tune`` (its arguments, documented there): the summary it prints."""
-    from bertkit.cli.recipe import compose
+    from bertkit.api.app import compose
 
     composed = compose(recipe, *([tracker] if tracker else []))
     checkpoint = composed.trainer.checkpoint_callback

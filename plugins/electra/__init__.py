@@ -7,7 +7,7 @@ directories whose ``config.json`` says ``model_type: electra`` load as one. The
 (``recipes/pretrain_electra.yaml``); fine-tuning tasks work on it as on BERT.
 """
 
-from bertkit.api import PluginExports
+from bertkit.api.task import PluginExports
 
 exports = PluginExports(
     __name__,

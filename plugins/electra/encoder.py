@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bertkit.api import BertConfig, BertModel, EncoderFamily, renamed
+from bertkit.api.encoder import BertConfig, BertModel, EncoderFamily, renamed
 
 
 @dataclass

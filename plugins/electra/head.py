@@ -21,7 +21,7 @@ from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
-from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api.task import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
 
 
 def generator_width(config: BertConfig, generator_size: float) -> int:

@@ -28,7 +28,7 @@ from bertkit_plugins.pretraining import (
     nest_preparation,
 )
 
-from bertkit.api import Batch, BertConfig, BertTokenizer, Head, by_example, check_float32, deprecated_alias
+from bertkit.api.task import Batch, BertConfig, BertTokenizer, Head, by_example, check_float32, deprecated_alias
 
 
 class ReplacedTokenDetection(CorpusTask):

@@ -5,7 +5,7 @@ whose ``config.json`` says ``model_type: modernbert`` load as one. Token tagging
 answering and sequence classification export to ``ModernBertFor…``.
 """
 
-from bertkit.api import PluginExports
+from bertkit.api.encoder import PluginExports
 
 exports = PluginExports(
     __name__, {".encoder": ["ModernBertConfig", "ModernBertModel", "ModernBertEncoder", "ModernBertFamily"]}

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bertkit.api import (
+from bertkit.api.encoder import (
     ACTIVATIONS,
     PRESETS,
     BertConfig,
@@ -394,7 +394,7 @@ class ModernBertModel(nn.Module):
         """Write ``config.json`` and ``model.safetensors`` that ``transformers.ModernBertModel``
         loads; the prediction head's ``head.*`` are kept (transformers skips them, as it does
         loading a ``ModernBertForMaskedLM`` checkpoint into ``ModernBertModel``)."""
-        from bertkit.api import save_encoder
+        from bertkit.api.encoder import save_encoder
 
         save_encoder(self, directory)
 

@@ -1,7 +1,7 @@
 """Built-in plugin: several tasks on one encoder (``MultiTask``), each with its own data files,
 head, loss weight, metrics and records."""
 
-from bertkit.api import PluginExports
+from bertkit.api.task import PluginExports
 
 exports = PluginExports(__name__, {".task": ["MultiTask", "MultiTaskHead"], ".head": ["MultiTaskHeads"]})
 __all__, __getattr__ = exports.names, exports.getattr

@@ -6,7 +6,7 @@ import torch
 from bertkit_plugins.multitask.task import own_outputs
 from torch import nn
 
-from bertkit.api import Batch, EncoderOutput, Head
+from bertkit.api.task import Batch, EncoderOutput, Head
 
 
 class MultiTaskHeads(Head):

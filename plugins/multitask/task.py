@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from bertkit.api import (
+from bertkit.api.task import (
     Batch,
     BertConfig,
     BertTokenizer,

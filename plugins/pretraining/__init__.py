@@ -8,7 +8,7 @@ raw text (ELECTRA's) build on ``CorpusTask`` and the masking strategies, exporte
 
 from collections.abc import Callable
 
-from bertkit.api import PluginExports, hookimpl
+from bertkit.api.task import PluginExports, hookimpl
 
 exports = PluginExports(
     __name__,

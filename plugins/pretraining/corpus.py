@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from bertkit.api import atomic_path, text_lines
+from bertkit.api.task import atomic_path, text_lines
 
 Document = list[str]
 

@@ -18,7 +18,7 @@ from bertkit_plugins.pretraining.loss import LogitsBuffer, linear_cross_entropy
 from torch import nn
 from torchmetrics import MeanMetric
 
-from bertkit.api import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api.task import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
 
 
 class MaskedLMPredictions(nn.Module):

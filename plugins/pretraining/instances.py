@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bertkit.api import Inputs, check_choice
+from bertkit.api.task import Inputs, check_choice
 
 Sentence = tuple[list[int], list[bool]]  # WordPiece ids, and whether each id starts a word
 Document = list[Sentence]

@@ -27,7 +27,7 @@ from bertkit_plugins.pretraining.instances import Document, SentenceTask, create
 from bertkit_plugins.pretraining.masking import MaskingStrategy, maskable
 from bertkit_plugins.pretraining.shards import MANIFEST, stream_shards, write_manifest, write_shard
 
-from bertkit.api import BertTokenizer, check_choice, load_tokenizer, require_litdata
+from bertkit.api.task import BertTokenizer, check_choice, load_tokenizer, require_litdata
 
 log = logging.getLogger(__name__)
 Storage = Literal["shards", "litdata"]

@@ -30,7 +30,7 @@ import numpy as np
 from bertkit_plugins.pretraining.instances import Instance
 from bertkit_plugins.pretraining.masking import Masked
 
-from bertkit.api import atomic_path, fetch_file, is_remote, read_json, replace_output, write_chunks
+from bertkit.api.task import atomic_path, fetch_file, is_remote, read_json, replace_output, write_chunks
 
 MANIFEST = "manifest.json"
 PREPARE_AGAIN = "run `bertkit prepare` again with overwrite=true"

@@ -29,7 +29,7 @@ from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking, m
 from bertkit_plugins.pretraining.prepare import prepare
 from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
 
-from bertkit.api import (
+from bertkit.api.task import (
     Batch,
     BertConfig,
     BertTokenizer,

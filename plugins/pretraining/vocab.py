@@ -15,7 +15,7 @@ from bertkit_plugins.pretraining.corpus import read_documents
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, trainers
 from tokenizers.models import WordPiece
 
-from bertkit.api import SPECIAL_TOKENS, BertTokenizer, atomic_path
+from bertkit.api.task import SPECIAL_TOKENS, BertTokenizer, atomic_path
 
 
 def train_vocab(

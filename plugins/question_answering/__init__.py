@@ -1,6 +1,6 @@
 """Built-in plugin: extractive question answering (SQuAD v1.1 and v2.0)."""
 
-from bertkit.api import PluginExports
+from bertkit.api.task import PluginExports
 
 exports = PluginExports(
     __name__, {".task": ["QuestionAnswering", "QuestionAnsweringHead"], ".head": ["AnswerSpanHead"]}

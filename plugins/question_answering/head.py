@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, DistillationTarget, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api.task import Batch, BertConfig, DistillationTarget, EncoderOutput, Head, forwarding, mean_over_processes
 
 if TYPE_CHECKING:
     from bertkit_plugins.question_answering.readers import QAExample

@@ -22,7 +22,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from bertkit.api import NonBlank, Schema, Text, json_lines, parse, read_json
+from bertkit.api.task import NonBlank, Schema, Text, json_lines, parse, read_json
 
 EXACT, RELOCATED, NOT_FOUND = "exact", "relocated", "not found"
 

@@ -24,7 +24,7 @@ from bertkit_plugins.question_answering.readers import NOT_FOUND, RELOCATED, QAE
 from bertkit_plugins.question_answering.sample import squad
 from bertkit_plugins.question_answering.windows import doc_spans
 
-from bertkit.api import (
+from bertkit.api.task import (
     Batch,
     BertConfig,
     BertTokenizer,

@@ -6,7 +6,7 @@ SentencePiece ``tokenizer.json``; pretrained directories whose ``config.json`` s
 exports to the family's transformers class (``RobertaForTokenClassification`` …).
 """
 
-from bertkit.api import PluginExports
+from bertkit.api.encoder import PluginExports
 
 exports = PluginExports(
     __name__,

@@ -24,7 +24,16 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from bertkit.api import BertConfig, BertModel, BertPooler, BertTokenizer, Dropout, EncoderFamily, Preset, renamed
+from bertkit.api.encoder import (
+    BertConfig,
+    BertModel,
+    BertPooler,
+    BertTokenizer,
+    Dropout,
+    EncoderFamily,
+    Preset,
+    renamed,
+)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Built-in plugin: sequence classification and regression on single texts and text pairs."""
 
-from bertkit.api import PluginExports
+from bertkit.api.task import PluginExports
 
 exports = PluginExports(
     __name__, {".task": ["SequenceClassification", "SequenceClassificationHead"], ".head": ["PooledClassificationHead"]}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bertkit.api import Text, check_choice, json_lines, parse, text_lines
+from bertkit.api.task import Text, check_choice, json_lines, parse, text_lines
 
 Quoting = Literal["minimal", "multiline", "none"]
 QUOTING = {"minimal": csv.QUOTE_MINIMAL, "multiline": csv.QUOTE_MINIMAL, "none": csv.QUOTE_NONE}

@@ -28,7 +28,7 @@ from bertkit_plugins.sequence_classification.readers import (
 from bertkit_plugins.sequence_classification.sample import tables
 from pydantic import Field
 
-from bertkit.api import (
+from bertkit.api.task import (
     Batch,
     BertConfig,
     BertTokenizer,

@@ -1,7 +1,7 @@
 """Built-in plugin: named-entity recognition, as token classification (with an optional CRF) or
 as span classification (nested entities)."""
 
-from bertkit.api import PluginExports
+from bertkit.api.task import PluginExports
 
 exports = PluginExports(
     __name__,

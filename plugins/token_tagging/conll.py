@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from bertkit.api import NonBlank, Text, check_choice, json_lines, parse, text_lines
+from bertkit.api.task import NonBlank, Text, check_choice, json_lines, parse, text_lines
 
 log = logging.getLogger(__name__)
 

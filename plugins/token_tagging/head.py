@@ -13,7 +13,7 @@ from bertkit_plugins.token_tagging.metric import EntityF1
 from bertkit_plugins.token_tagging.task import word_level
 from torch import nn
 
-from bertkit.api import (
+from bertkit.api.task import (
     Batch,
     BertConfig,
     DistillationTarget,

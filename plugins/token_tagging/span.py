@@ -30,7 +30,7 @@ from bertkit_plugins.token_tagging.span_metric import keep_best
 from bertkit_plugins.token_tagging.task import TokenClassification
 from pydantic import Field
 
-from bertkit.api import (
+from bertkit.api.task import (
     Batch,
     BertConfig,
     BertTokenizer,

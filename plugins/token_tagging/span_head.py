@@ -10,7 +10,7 @@ from bertkit_plugins.token_tagging.head import collated_positions
 from bertkit_plugins.token_tagging.span_metric import SpanF1
 from torch import nn
 
-from bertkit.api import Batch, BertConfig, Dropout, EncoderOutput, Head, mean_over_processes
+from bertkit.api.task import Batch, BertConfig, Dropout, EncoderOutput, Head, mean_over_processes
 
 
 class SpanClassificationHead(Head):

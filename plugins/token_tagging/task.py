@@ -17,7 +17,7 @@ import torch
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
 from bertkit_plugins.token_tagging.windows import Window, make_windows, owners
 
-from bertkit.api import (
+from bertkit.api.task import (
     Batch,
     BertConfig,
     BertTokenizer,

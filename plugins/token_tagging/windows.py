@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bertkit.api import Inputs, max_context_window
+from bertkit.api.task import Inputs, max_context_window
 
 
 @dataclass
