@@ -2,7 +2,8 @@
 
 A plugin is a module (or object) with functions marked ``@bertkit.hookimpl`` whose names match
 these specs. Registration hooks receive a ``register`` callback (the simonw/llm style); the core
-owns the registries. ``PluginManager.check_pending()`` makes a misspelled hook name an error.
+owns the registries. A plugin may declare hooks of its own (``add_hookspecs``); an implementation
+of a hook that neither bertkit nor a loaded plugin declares (a misspelled name) is refused.
 
 A registration may say ``deprecated=True``: the name is an earlier release's (a class's former
 name); it still resolves, and ``bertkit plugins`` lists it apart.
@@ -70,3 +71,14 @@ def register_encoders(register: Callable[[type], None]) -> None:
     or ``register(name, "pkg.mod:Family")`` by import path.
     Each is chosen by its ``name`` (``model.encoder``, or a pretrained ``config.json``'s
     ``model_type``). Every implementation is called; names must be unique."""
+
+
+@hookspec(historic=True)
+def add_hookspecs(register: Callable[[object], None]) -> None:
+    """Declare hooks of the plugin's own, which other plugins implement (pytest's
+    ``pytest_addhooks``): ``register(namespace)``, a module or class whose functions are marked
+    ``@hookspec`` (``bertkit.api.task.hookspec``). Called for each plugin as it is registered, so a
+    plugin may implement a hook whose declaring plugin loads after it; an implementation of a hook
+    that no loaded plugin declares is refused as a misspelled one is. A registration hook in
+    bertkit's style (one ``register`` argument) is read with ``bertkit.api.task.registered(name)``;
+    any other is called with ``bertkit.api.task.plugin_hooks()``: ``plugin_hooks().NAME(...)``."""

@@ -175,6 +175,7 @@ _deprecated: set[tuple[str, str]] = set()  # (hook, name) registered with deprec
 def _new_manager() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(GROUP)
     pm.add_hookspecs(hookspecs)
+    pm.hook.add_hookspecs.call_historic(kwargs={"register": pm.add_hookspecs})  # each plugin's, as it registers
     return pm
 
 
@@ -184,8 +185,11 @@ def _fail(message: str) -> None:
     warnings.warn(message, PluginWarning, stacklevel=3)
 
 
-def register_plugin(plugin: ModuleType | object, name: str, source: EntryPoint | None = None) -> bool:
-    """Register one plugin object and validate its hooks; return whether it was kept.
+def register_plugin(
+    plugin: ModuleType | object, name: str, source: EntryPoint | None = None, check: bool = True
+) -> bool:
+    """Register one plugin object (its ``add_hookspecs`` runs now) and, with ``check``, validate
+    its hooks; return whether it was kept.
 
     Raises:
         PluginError: in strict mode, when the plugin has a hook no spec defines.
@@ -193,15 +197,38 @@ def register_plugin(plugin: ModuleType | object, name: str, source: EntryPoint |
     pm = plugin_manager()
     if pm.has_plugin(name):
         return True
-    pm.register(plugin, name)
     try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as err:
-        pm.unregister(name=name)
+        pm.register(plugin, name)
+    except pluggy.PluginValidationError as err:  # an implementation that does not match its spec
         _fail(f"bertkit plugin {name!r} was not loaded: {err}")
         return False
     _sources[name] = source
-    return True
+    return _validated(pm, name) if check else True
+
+
+def _validated(pm: pluggy.PluginManager, name: str) -> bool:
+    """Keep the plugin ``name`` if each hook it implements is declared (by bertkit or a plugin's
+    ``add_hookspecs``); otherwise unregister it and say which hooks (``_fail``)."""
+    plugin = pm.get_plugin(name)
+    unknown = sorted(
+        caller.name
+        for caller in pm.get_hookcallers(plugin) or []
+        if caller.spec is None and any(i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls())
+    )
+    if not unknown:
+        return True
+    unregister_plugin(name)
+    _fail(
+        f"bertkit plugin {name!r} was not loaded: it implements {', '.join(unknown)}, which no hook specification "
+        "declares (bertkit's, or a loaded plugin's add_hookspecs): a misspelled hook name?"
+    )
+    return False
+
+
+def plugin_hooks() -> pluggy.HookRelay:
+    """The loaded plugins' hooks, to call one a plugin declared (``add_hookspecs``):
+    ``plugin_hooks().my_hook(name=value)`` returns each implementation's result, as pluggy does."""
+    return plugin_manager().hook
 
 
 def unregister_plugin(name: str) -> None:
@@ -231,7 +258,9 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         except Exception as err:  # a broken plugin must not break unrelated commands
             _fail(f"bertkit plugin {ep.name!r} ({origin}) failed to import: {type(err).__name__}: {err}")
             continue
-        register_plugin(module, ep.name, ep)
+        register_plugin(module, ep.name, ep, check=False)
+    for name in [n for n, _ in pm.list_name_plugin()]:  # every plugin's hooks declared by now
+        _validated(pm, name)
 
 
 def plugin_manager() -> pluggy.PluginManager:

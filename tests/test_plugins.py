@@ -10,11 +10,13 @@ import subprocess
 import sys
 import tempfile
 import warnings
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 
 import bertkit
+import bertkit.api.task
 from bertkit.plugins import PluginError, PluginWarning, register_plugin, registered, unregister_plugin
 from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
 
@@ -257,3 +259,73 @@ def test_plugin_exports_import_on_first_use_and_register_what_they_name():
         (("ordered", "collections:OrderedDict"), {}),
         (("collections:Counter",), {}),
     ]
+
+
+class ColourSpecs:
+    """Hooks a plugin declares: a registration hook in bertkit's style and a plain one."""
+
+    @bertkit.api.task.hookspec
+    def register_colours(register):
+        """Register colours: ``register(name, hex_code)``, a function giving the colour's hex code."""
+
+    @bertkit.api.task.hookspec
+    def colour_of(word):
+        """A word's colour, or None."""
+
+
+class DeclaresColours:
+    @bertkit.hookimpl
+    def add_hookspecs(self, register):
+        register(ColourSpecs)
+
+
+class PaintsColours:
+    @bertkit.hookimpl
+    def register_colours(self, register):
+        register("teal", lambda: "#008080")
+
+    @bertkit.hookimpl
+    def colour_of(self, word):
+        return "red" if word == "rose" else None
+
+
+class ShadesColours:
+    @bertkit.hookimpl
+    def colour_of(self, word, shade):
+        return shade
+
+
+DECLARES, PAINTS = DeclaresColours(), PaintsColours()
+
+
+def test_a_plugin_declares_hooks_that_a_plugin_loaded_before_it_implements(monkeypatch):
+    """Entry points load in name order, so the implementer registers before the declarer: both are
+    kept, the declared registry reads as bertkit's own, and the plain hook answers; an entry point
+    implementing a hook nobody declares is still refused, naming the hook."""
+    import bertkit.plugins
+    from bertkit.plugins import entry_points
+
+    ours = [
+        EntryPoint("a_paints", f"{__name__}:PAINTS", "bertkit"),
+        EntryPoint("b_declares", f"{__name__}:DECLARES", "bertkit"),
+        EntryPoint("c_typo", f"{__name__}:Misspelled", "bertkit"),
+    ]
+    monkeypatch.setattr(bertkit.plugins, "entry_points", lambda group: [*entry_points(group=group), *ours])
+    monkeypatch.setattr(bertkit.plugins, "_pm", None)
+    monkeypatch.setattr(bertkit.plugins, "_sources", {})
+    monkeypatch.delenv("BERTKIT_LOAD_PLUGINS", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pm = bertkit.plugins.plugin_manager()
+    assert pm.has_plugin("a_paints") and pm.has_plugin("b_declares") and not pm.has_plugin("c_typo")
+    assert [str(w.message) for w in caught if "c_typo" in str(w.message)] == [
+        "bertkit plugin 'c_typo' was not loaded: it implements register_pretrianed, which no hook specification "
+        "declares (bertkit's, or a loaded plugin's add_hookspecs): a misspelled hook name?"
+    ]
+    colours = registered("register_colours")
+    assert list(colours) == ["teal"] and colours["teal"]() == "#008080"
+    assert bertkit.api.task.plugin_hooks().colour_of(word="rose") == ["red"]
+    assert "register_tasks" in dir(bertkit.api.task.plugin_hooks())  # bertkit's own hooks beside them
+    with pytest.warns(PluginWarning, match=r"'shades' was not loaded(.|\n)*'shade'"):  # not in the declared hook
+        assert register_plugin(ShadesColours(), "shades") is False
+    assert not pm.has_plugin("shades")

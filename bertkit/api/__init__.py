@@ -12,7 +12,8 @@ built-in commands against their tier (``.importlinter``), and the core never imp
 Names are imported on first use (PEP 562), so a plugin's registration module stays cheap to
 import (``bertkit plugins``, ``bertkit --help``).
 
-- Plugin system: ``hookimpl`` (the hooks are in ``bertkit.hookspecs``), ``PluginExports`` (a
+- Plugin system: ``hookimpl`` (the hooks are in ``bertkit.hookspecs``; ``hookspec`` and
+  ``plugin_hooks`` for hooks a plugin declares itself, ``add_hookspecs``), ``PluginExports`` (a
   plugin package's public classes, imported on first use, and the hooks that register them;
   ``lazy_exports`` alone names classes without importing them), ``registered`` and
   ``stored_class`` (a registry's objects; a class named by a file, never imported), and for

@@ -10,8 +10,8 @@ from typing import Any
 from bertkit.plugins import lazy_exports
 
 HOME = {
-    **dict.fromkeys(["hookimpl"], "hookspecs"),
-    **dict.fromkeys(["PluginExports", "lazy_exports", "registered", "stored_class"], "plugins"),
+    **dict.fromkeys(["hookimpl", "hookspec"], "hookspecs"),
+    **dict.fromkeys(["PluginExports", "lazy_exports", "plugin_hooks", "registered", "stored_class"], "plugins"),
     **dict.fromkeys(["deprecated_alias"], "tasks.task"),
     **dict.fromkeys(["forwarding", "renamed"], "utils.moved"),
     **dict.fromkeys(
@@ -78,7 +78,7 @@ ATTRIBUTE = {"DEFAULT_ADAPTER": "DEFAULT"}
 """Names a tier gives an attribute of another name in its module."""
 
 EVERY_PLUGIN = (
-    "hookimpl", "PluginExports", "lazy_exports", "registered", "stored_class", "deprecated_alias", "forwarding",
+    "hookimpl", "hookspec", "plugin_hooks", "PluginExports", "lazy_exports", "registered", "stored_class", "deprecated_alias", "forwarding",
     "renamed", "atomic_path", "json_lines", "read_json", "read_text", "replace_output", "text_lines", "cache_dir",
     "sample_files", "check_choice", "check_float32", "NonBlank", "Schema", "Text", "parse", "parse_json",
 )  # fmt: skip

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from bertkit.cli.recipe import compose
     from bertkit.data.samples import cache_dir, sample_files
     from bertkit.data.streaming import require_litdata
-    from bertkit.hookspecs import hookimpl
+    from bertkit.hookspecs import hookimpl, hookspec
     from bertkit.inference.adapter_set import DEFAULT as DEFAULT_ADAPTER
     from bertkit.inference.adapter_set import load_adapters
     from bertkit.inference.embeddings import PART_LINES, embed_texts, read_parts
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from bertkit.model.prepacked import prepack_linears
     from bertkit.model.pretrained import base_model, resolve_pretrained
     from bertkit.model.quantize import quantize_linears
-    from bertkit.plugins import PluginExports, lazy_exports, registered, stored_class
+    from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
     from bertkit.tasks.task import deprecated_alias
+    from bertkit.training.adapter_export import save_peft_adapter
     from bertkit.training.checkpoints import load_checkpoint
     from bertkit.training.module import BertModule
     from bertkit.training.trained import load_trained, save_serving_config, stored_max_length

@@ -11,7 +11,7 @@ from bertkit.api._tiers import ENCODER, tier
 
 if TYPE_CHECKING:
     from bertkit.data.samples import cache_dir, sample_files
-    from bertkit.hookspecs import hookimpl
+    from bertkit.hookspecs import hookimpl, hookspec
     from bertkit.model.bert import (
         ACTIVATIONS,
         BertModel,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words, unspaced_script
     from bertkit.model.unpadded import Unpadded, attend, band, varlen_attention
     from bertkit.model.weights import save_encoder
-    from bertkit.plugins import PluginExports, lazy_exports, registered, stored_class
+    from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
     from bertkit.tasks.task import deprecated_alias
     from bertkit.utils.choices import check_choice
     from bertkit.utils.io import atomic_path, json_lines, read_json, read_text, replace_output, text_lines

@@ -14,13 +14,13 @@ if TYPE_CHECKING:
     from bertkit.data.samples import cache_dir, sample_files
     from bertkit.data.streaming import StreamedFeatures, fetch_file, is_remote, require_litdata, write_chunks
     from bertkit.data.windows import max_context_window
-    from bertkit.hookspecs import hookimpl
+    from bertkit.hookspecs import hookimpl, hookspec
     from bertkit.model.bert import ACTIVATIONS, EncoderOutput
     from bertkit.model.config import BertConfig
     from bertkit.model.dropout import Dropout, dropout
     from bertkit.model.pretrained import load_tokenizer
     from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words, unspaced_script
-    from bertkit.plugins import PluginExports, lazy_exports, registered, stored_class
+    from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
     from bertkit.tasks.head import DistillationTarget, Head
     from bertkit.tasks.loss import mean_over_processes
     from bertkit.tasks.task import (
