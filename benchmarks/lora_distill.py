@@ -25,6 +25,11 @@ Sides, per task and seed, in this order:
   the sentences (the same epochs). ``student-x`` trains on the teacher's tags alone (pseudo-labels);
   ``student-distilled…-x`` on its distribution as well (Jiao et al. 2020, §3.2: TinyBERT's
   transfer set). The labelling runs once per teacher (``transfer/`` beside it), timed.
+- ``…-xa``: the same with an in-domain transfer set made from eng.train by mention replacement
+  (Dai & Adel 2020, "An Analysis of Simple Data Augmentation for Named Entity Recognition", MR):
+  one copy of each sentence that holds an entity, every mention replaced by a mention of the same
+  type drawn from the training set (random generator seeded 0), the words given pre-split; the
+  teacher tags the copies (its tags, not the gold ones, are what the student learns).
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
 ``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
@@ -43,6 +48,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import re
 import resource
 import statistics
@@ -67,7 +73,8 @@ STUDENT_LAYERS = 2
 MIN_EPOCH_BATCHES = 438  # batches of 32 in an epoch of the smaller training set (eng.train's 14,041 sentences)
 TARGETS = {"qv": ["query", "value"], "attn": ["query", "key", "value"], "all": ["query", "key", "value", "dense"]}
 LORA_SIDE = re.compile(r"lora-r(\d+)(?:-(qv|attn|all))?")
-DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+|-c)*)(-x)?")
+DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+|-c)*)(-xa?)?")
+TRANSFER_SIDE = re.compile(r".*-x(a?)")  # a transfer set: Brown's (-x) or eng.train's augmented copies (-xa)
 TRANSFER_DOCS = 88  # Brown's press sections (A reportage, B editorial, C reviews)
 GOLD_SENTENCES = 14041  # eng.train
 SENTENCE_END = re.compile(r"(?<= [.?!]) (?=\S)")  # Brown is tokenised: a sentence ends at a lone . ? !
@@ -89,8 +96,10 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
         return [ROOT / "recipes" / "ner_lora.yaml"], settings
     if side.startswith("student"):
         settings: dict[str, Any] = {"model.num_layers": STUDENT_LAYERS}
-        if side.endswith("-x"):
-            settings["data.train_file"] = ["eng.train", str(transfer_set(teacher, args.transfer_docs))]
+        transfer = TRANSFER_SIDE.fullmatch(side)
+        if transfer:
+            made = augmented_set(teacher) if transfer[1] else transfer_set(teacher, args.transfer_docs)
+            settings["data.train_file"] = ["eng.train", str(made)]
         distilled = DISTILLED_SIDE.fullmatch(side)
         if distilled:
             settings["model.teacher.path"] = str(teacher)
@@ -123,15 +132,77 @@ def transfer_set(teacher: Path, documents: int) -> Path:
             for d in brown[:documents]
         ) + "\n"
     )  # fmt: skip
+    return labelled(teacher, text, folder)
+
+
+def labelled(teacher: Path, inputs: Path, folder: Path) -> Path:
+    """``bertkit predict`` of ``inputs`` with ``teacher`` into ``folder`` (its wall-clock in
+    ``seconds.txt``): the predictions file."""
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "bertkit", "predict", "--config", str(ROOT / "recipes" / "ner.yaml"),
-         "--ckpt_path", str(teacher), "--data.predict_file", str(text), f"--trainer.default_root_dir={folder}",
+         "--ckpt_path", str(teacher), "--data.predict_file", str(inputs), f"--trainer.default_root_dir={folder}",
          "--trainer.logger=false", "--trainer.enable_progress_bar=false"],
         check=True,
     )  # fmt: skip
     (folder / "seconds.txt").write_text(f"{time.perf_counter() - start:.1f}\n")
-    return out
+    return folder / "predictions.jsonl"
+
+
+def conll_sentences(path: Path) -> list[list[tuple[str, str]]]:
+    """A CoNLL-2003 file's sentences as (word, IOB1 tag) pairs, ``-DOCSTART-`` lines left out."""
+    sentences, words = [], []
+    for line in [*path.read_text().splitlines(), ""]:
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if words:
+                sentences.append(words)
+            words = []
+        else:
+            columns = line.split()
+            words.append((columns[0], columns[-1]))
+    return sentences
+
+
+def mentions(sentence: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
+    """The (start, end, type) of each entity mention of an IOB1-tagged sentence."""
+    found: list[tuple[int, int, str]] = []
+    for i, (_, tag) in enumerate(sentence):
+        kind = tag[2:] if tag != "O" else None
+        continues = found and found[-1][1] == i and found[-1][2] == kind and not tag.startswith("B-")
+        if kind and continues:
+            found[-1] = (found[-1][0], i + 1, kind)
+        elif kind:
+            found.append((i, i + 1, kind))
+    return found
+
+
+def augmented_set(teacher: Path) -> Path:
+    """The teacher's tags on eng.train's sentences with every mention replaced by another of its
+    type (mention replacement; once per teacher, in ``transfer-augmented/``)."""
+    folder = teacher.parents[1].parent / "transfer-augmented"
+    out = folder / "predictions.jsonl"
+    if out.is_file():
+        return out
+    sentences = conll_sentences(Path(os.environ["BERTKIT_DATA_DIR"]) / "ner" / "conll2003" / "eng.train")
+    pool: dict[str, list[list[str]]] = {}
+    for sentence in sentences:
+        for start, end, kind in mentions(sentence):
+            pool.setdefault(kind, []).append([w for w, _ in sentence[start:end]])
+    rng = random.Random(0)
+    copies = []
+    for sentence in sentences:
+        spans = mentions(sentence)
+        if not spans:
+            continue
+        words, at = [], 0
+        for start, end, kind in spans:
+            words += [w for w, _ in sentence[at:start]] + rng.choice(pool[kind])
+            at = end
+        copies.append(words + [w for w, _ in sentence[at:]])
+    folder.mkdir(parents=True, exist_ok=True)
+    inputs = folder.with_suffix(".jsonl")
+    inputs.write_text("".join(json.dumps({"tokens": words}) + "\n" for words in copies))
+    return labelled(teacher, inputs, folder)
 
 
 def budget(batches: int) -> dict[str, Any]:
@@ -166,7 +237,7 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
     teacher_ckpt = teacher / "full" / "checkpoints" / "last.ckpt"
     extra, settings = side_settings(side, teacher_ckpt, args)
     batches = args.student_batches if side.startswith("student") and args.student_batches else args.batches
-    if side.endswith("-x"):  # the same epochs over the gold sentences and the transfer set's
+    if TRANSFER_SIDE.fullmatch(side):  # the same epochs over the gold sentences and the transfer set's
         with open(settings["data.train_file"][1]) as transfer:
             batches = round(batches * (GOLD_SENTENCES + sum(1 for _ in transfer)) / GOLD_SENTENCES)
     overrides = {
@@ -195,8 +266,8 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
         "trainable": sum(p.numel() for p in run.model.parameters() if p.requires_grad),
         "total": sum(p.numel() for p in run.model.parameters()),
         "train_batches": batches,
-    } | ({"labelling_s": float((transfer_folder(teacher_ckpt, args.transfer_docs) / "seconds.txt").read_text())}
-         if side.endswith("-x") else {})  # fmt: skip
+    } | ({"labelling_s": float((Path(settings["data.train_file"][1]).parent / "seconds.txt").read_text())}
+         if TRANSFER_SIDE.fullmatch(side) else {})  # fmt: skip
 
 
 def summary(found: list[dict[str, float]]) -> dict[str, Any]:
@@ -252,11 +323,15 @@ def main() -> None:
         return
     provenance = started("lora_distill.py")
     for side in args.sides:
-        if side not in (*SIDES, "student-x") and not LORA_SIDE.fullmatch(side) and not DISTILLED_SIDE.fullmatch(side):
+        if (
+            side not in (*SIDES, "student-x", "student-xa")
+            and not LORA_SIDE.fullmatch(side)
+            and not DISTILLED_SIDE.fullmatch(side)
+        ):
             parser.error(
                 f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> or student-distilled-a<alpha>-t<T>-h<w>-c"
             )
-    if any(DISTILLED_SIDE.fullmatch(s) or s.endswith("-x") for s in args.sides) and "full" not in args.sides:
+    if any(DISTILLED_SIDE.fullmatch(s) or TRANSFER_SIDE.fullmatch(s) for s in args.sides) and "full" not in args.sides:
         parser.error("--sides student-distilled… and …-x need full (the teacher) before them")
     if args.teacher_seed is not None and (args.work is None or args.teacher_seed not in args.seeds):
         parser.error("--teacher-seed needs --work and one of --seeds")
@@ -297,7 +372,7 @@ def main() -> None:
         if not {"full", "student"} <= sides.keys():
             continue
         teacher, hard = sides["full"]["score_mean"], sides["student"]["score_mean"]
-        for side in (s for s in sides if DISTILLED_SIDE.fullmatch(s) or s == "student-x"):
+        for side in (s for s in sides if DISTILLED_SIDE.fullmatch(s) or s in ("student-x", "student-xa")):
             soft = sides[side]["score_mean"]
             sides[side]["gap_closed"] = round((soft - hard) / (teacher - hard), 3) if teacher != hard else None
             sides[side]["share_of_teacher"] = round(soft / teacher, 3)
