@@ -119,7 +119,10 @@ TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=al
 
 
 NEW_NER = {  # recipe and arguments of each NER option that changes training or scoring
-    "crf_and_context": (RECIPE, ["--model.task.init_args.crf=true", "--model.task.init_args.context=16"]),
+    "crf_context_token_budget": (  # the budget's batches dealt between the processes (BatchShardSampler)
+        RECIPE,
+        ["--model.task.init_args.crf=true", "--model.task.init_args.context=16", "--data.max_tokens=300"],
+    ),
     "nested_spans": (ROOT / "recipes/ner_nested.yaml", []),
 }
 

@@ -16,7 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit.data.resumable import TrainingLoader, fingerprint
-from bertkit.data.samplers import TaskMixingBatchSampler, TokenBudgetBatchSampler, TrainShardSampler
+from bertkit.data.samplers import (
+    BatchShardSampler,
+    IndexedByBatch,
+    TaskMixingBatchSampler,
+    TokenBudgetBatchSampler,
+    TrainShardSampler,
+)
 from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_forked
 
 ARGS = [
@@ -124,7 +130,8 @@ def test_kill_9_inside_an_epoch_on_two_processes_then_resume_ends_as_the_uninter
 def _orders(n: int, seed: int, world: int, rank: int, kind: str):
     lengths = [3 + (i * 7919 + seed) % 29 for i in range(n)]
     if kind == "token_budget":
-        return lengths, TokenBudgetBatchSampler(lengths, 64, seed, group_by_length=bool(seed % 2))
+        budget = TokenBudgetBatchSampler(lengths, 64, seed, group_by_length=bool(seed % 2))
+        return lengths, BatchShardSampler(budget, world, rank)
     if kind == "tasks":
         return lengths, TaskMixingBatchSampler([f"t{i % 3}" for i in range(n)], 4, seed, temperature=1 + seed % 3)
     return lengths, TrainShardSampler(lengths, 4, seed, kind == "grouped", world, rank)
@@ -135,6 +142,8 @@ def _loader(n: int, seed: int, world: int, rank: int, kind: str) -> TrainingLoad
     data = fingerprint(lengths, kind, world)
     if isinstance(order, TrainShardSampler):
         return TrainingLoader(list(range(n)), batch_size=4, sampler=order, collate_fn=list, data=data)
+    if isinstance(order, BatchShardSampler):
+        return TrainingLoader(IndexedByBatch(range(n)), batch_size=None, sampler=order, collate_fn=list, data=data)
     return TrainingLoader(list(range(n)), batch_sampler=order, collate_fn=list, data=data)
 
 
@@ -144,7 +153,7 @@ def _loader(n: int, seed: int, world: int, rank: int, kind: str) -> TrainingLoad
     kind=st.sampled_from(["random", "grouped", "token_budget", "tasks"]), data=st.data(),
 )  # fmt: skip
 def test_a_loader_resumed_at_any_batch_goes_on_with_the_next_batch(n, seed, world, epochs, kind, data):
-    world = 1 if kind in ("token_budget", "tasks") else world
+    world = 1 if kind == "tasks" else world
     rank = data.draw(st.integers(0, world - 1))
     whole = _loader(n, seed, world, rank, kind)
     batches = []
@@ -182,3 +191,24 @@ def test_processes_together_take_the_batches_one_process_takes(n, batch_size, wo
     steps = [sum((batches[k] for batches in per_rank), []) for k in range(len(per_rank[0]))]
     assert steps == (one[:-1] if left_out else one)
     assert left_out == (len(one[-1]) if left_out else 0) and left_out < world
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 30), min_size=1, max_size=80), budget=st.integers(30, 120),
+    world=st.integers(1, 4), seed=st.integers(0, 9), grouped=st.booleans(), epoch=st.integers(0, 2),
+)  # fmt: skip
+def test_processes_share_the_token_budget_batches_one_process_draws(lengths, budget, world, seed, grouped, epoch):
+    """Each process takes every world-th batch of the order one process draws, all within the
+    budget, as many as the others; together they train on every batch but the last few."""
+    whole = TokenBudgetBatchSampler(lengths, budget, seed, group_by_length=grouped)
+    shares = [BatchShardSampler(TokenBudgetBatchSampler(lengths, budget, seed, False, grouped), world, r)
+              for r in range(world)]  # fmt: skip
+    for order in (whole, *shares):
+        order.set_epoch(epoch)
+    per_rank = [list(share) for share in shares]
+    assert len({len(batches) for batches in per_rank}) == 1  # every process takes as many steps
+    dealt = [batch for step in zip(*per_rank, strict=True) for batch in step]
+    batches = whole.batches()
+    assert dealt == batches[: len(batches) - len(batches) % world] and shares[0].left_out() == len(batches) % world
+    assert all(sum(lengths[i] for i in batch) <= budget for batch in dealt)

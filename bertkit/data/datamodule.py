@@ -26,7 +26,9 @@ from bertkit.data.collate import collate, padded_length
 from bertkit.data.hf_datasets import HFSplits, load_splits
 from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import (
+    BatchShardSampler,
     EvalShardSampler,
+    IndexedByBatch,
     TaskEvalBatchSampler,
     TaskMixingBatchSampler,
     TokenBudgetBatchSampler,
@@ -124,7 +126,10 @@ class BertDataModule(pl.LightningDataModule):
             tokens per batch with the unpadded encoder (``model.unpad``), at most batch size x
             longest feature with the padded one (``TokenBudgetBatchSampler``). Random order each
             epoch (length-grouped with ``group_by_length``); the number of batches per epoch
-            (and so the learning-rate schedule) follows from the budget. Single process only.
+            (and so the learning-rate schedule) follows from the budget. With N processes the
+            budget is each process's (fairseq's ``--max-tokens``): the epoch's batches are dealt
+            among them in turn (``BatchShardSampler``), so a step trains on about N x
+            ``max_tokens`` tokens and an epoch has 1/N of the steps.
         eval_batch_size: batch size for validation/test/predict; None = ``2 * batch_size``.
         group_by_length: length-grouped training batches (less padding, faster on the padded
             path) instead of a uniformly random order (transformers' ``Trainer`` and Google BERT's
@@ -597,7 +602,13 @@ class BertDataModule(pl.LightningDataModule):
             self._single_process("data.tasks")
             kwargs = dict(batch_sampler=TaskEvalBatchSampler(tasks, lengths, hp.eval_batch_size or 2 * hp.batch_size))
         elif train and hp.max_tokens:
-            kwargs = dict(batch_sampler=self._token_budget(lengths))
+            sampler = BatchShardSampler(self._token_budget(lengths), world, rank)
+            if sampler.left_out() and rank == 0:
+                log.warning(
+                    "data.max_tokens on %d processes: the last batches of each epoch that are fewer than the processes "
+                    "are left out (%d in the first)", world, sampler.left_out(),
+                )  # fmt: skip
+            kwargs = dict(batch_size=None, sampler=sampler)
         elif train:
             sampler = TrainShardSampler(lengths, hp.batch_size, hp.seed, hp.group_by_length, world, rank)
             if sampler.left_out() and rank == 0:
@@ -620,8 +631,9 @@ class BertDataModule(pl.LightningDataModule):
             kwargs["data"] = fingerprint(lengths, *settings)
             order = kwargs.get("batch_sampler") or kwargs["sampler"]
             order.keyed = isinstance(features, LazyFeatures) and features.epoch_keyed
+        dataset = IndexedByBatch(features) if kwargs.get("batch_size", 1) is None else features  # whole batches
         return (TrainingLoader if train else DataLoader)(
-            features, persistent_workers=hp.num_workers > 0, **common, **kwargs
+            dataset, persistent_workers=hp.num_workers > 0, **common, **kwargs
         )
 
     def _streamed_loader(self, features: StreamedFeatures, common: dict[str, Any], world: int) -> DataLoader:
@@ -646,7 +658,6 @@ class BertDataModule(pl.LightningDataModule):
             raise ValueError(f"{field}: these batches are built in one process only (trainer.devices 1)")
 
     def _token_budget(self, lengths: Any) -> TokenBudgetBatchSampler:
-        self._single_process("data.max_tokens")
         padded = not self.unpadded
         return TokenBudgetBatchSampler(
             [int(n) for n in lengths], self.hparams.max_tokens, self.hparams.seed, padded, self.hparams.group_by_length

@@ -1,5 +1,5 @@
 """Batch orders of ``BertDataModule``: random or length-grouped training orders shared among
-processes, token-budget batches, multi-task batches (one task per batch, tasks mixed by
+processes, token-budget batches (dealt among processes), multi-task batches (one task per batch, tasks mixed by
 temperature), and evaluation shards. Each training order is drawn from ``seed + epoch``: the same
 in every process and after resuming from a checkpoint, and it can begin inside an epoch
 (``ResumableOrder``). Temperature-scaled task mixing: Arivazhagan et al. 2019, "Massively
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch.utils.data import DistributedSampler, Sampler
@@ -211,6 +212,63 @@ class TokenBudgetBatchSampler(EpochBatchSampler):
         if self.group_by_length:  # grouped batches come out sorted: shuffle them
             batches = [batches[b] for b in torch.randperm(len(batches), generator=g).tolist()]
         return batches
+
+
+class BatchShardSampler(ResumableOrder, DistributedSampler):
+    """One process's share of a batch sampler's epoch (``TokenBudgetBatchSampler``): the epoch's
+    batches, drawn alike in every process, dealt in turn (process ``rank`` takes batches ``rank``,
+    ``rank + num_replicas`` …), so that at every step each process trains on a batch of its own
+    within the budget (fairseq's ``--max-tokens``, a budget per GPU). The epoch's last batches,
+    fewer than ``num_replicas``, are left out (a process with no batch would wait in the gradient
+    all-reduce). It yields whole batches, lists of indices, for a ``DataLoader`` with
+    ``batch_size=None`` over ``IndexedByBatch`` features: Lightning would otherwise replace a
+    custom batch sampler's order with its ``DistributedSampler``, and leaves a
+    ``DistributedSampler`` as it is.
+
+    Args:
+        batches: the epoch's batches of one process's order (its ``set_epoch`` is called here).
+        num_replicas, rank: the process group's size and this process's rank.
+    """
+
+    def __init__(self, batches: EpochBatchSampler, num_replicas: int = 1, rank: int = 0) -> None:
+        self.inner, self.num_replicas, self.rank = batches, num_replicas, rank
+
+    @property
+    def epoch(self) -> int:  # type: ignore[override]
+        return self.inner.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        self.inner.set_epoch(epoch)
+
+    def left_out(self) -> int:
+        """Batches of this epoch no process trains on (fewer than ``num_replicas``)."""
+        return len(self.inner.batches()) % self.num_replicas
+
+    def own(self) -> list[list[int]]:
+        """This process's batches of this epoch."""
+        batches = self.inner.batches()
+        return batches[self.rank : len(batches) - self.left_out() : self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int | tuple[int, int]]]:
+        for batch in self.own()[self.start() :]:
+            yield list(map(self.key, batch))
+
+    def __len__(self) -> int:
+        return len(self.own())
+
+
+class IndexedByBatch:
+    """Features indexed by a whole batch of keys (``BatchShardSampler``'s items): ``[i, j, …]``
+    gives ``[features[i], features[j], …]``."""
+
+    def __init__(self, features: Any) -> None:
+        self.features = features
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, keys: list[Any]) -> list[Any]:
+        return [self.features[key] for key in keys]
 
 
 def cut_by_tokens(order: list[int], lengths: list[int], max_tokens: int, padded: bool = False) -> list[list[int]]:
