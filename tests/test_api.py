@@ -124,3 +124,46 @@ def test_every_registered_task_records_exactly_its_own_settings() -> None:
         task = cls(**given)
         assert set(task.hparams) <= own, (name, sorted(set(task.hparams) - own))
         assert type(task)(**dict(task.hparams)).hparams == task.hparams, name  # rebuilt as a checkpoint does
+
+
+def test_a_task_records_the_settings_of_the_init_that_calls_save_hyperparameters() -> None:
+    import pickle
+    import subprocess
+    import sys
+
+    from bertkit.api.task import Task
+
+    class Base(Task):
+        def __init__(self, size: int = 2, name: str = "a", **extra) -> None:
+            size = size * 10  # the value when it is called is what is recorded
+            self.save_hyperparameters()
+            self.seen = dict(self.hparams)
+
+        def read(self, path, labelled=True):
+            return []
+
+        def featurize(self, examples, tokenizer, max_length):
+            return []
+
+        def build_head(self, config, tokenizer):
+            raise NotImplementedError
+
+    class Child(Base):
+        def __init__(self, width: int = 3, helper: object = None) -> None:
+            super().__init__(size=1, colour="red")
+            self.save_hyperparameters(ignore=["helper"])
+
+    assert Base(colour="blue").hparams == {"size": 20, "name": "a", "colour": "blue"}
+    child = Child(width=5, helper=object())
+    assert child.seen == {"size": 10, "name": "a", "colour": "red"} and child.hparams == {"width": 5}
+    assert child.hparams.width == 5 and pickle.loads(pickle.dumps(child.hparams)) == {"width": 5}
+    with pytest.raises(AttributeError, match="no setting 'depth'; the task's settings are \\['width'\\]"):
+        child.hparams.depth  # noqa: B018
+    with pytest.raises(RuntimeError, match="call it from the task's __init__"):
+        child.save_hyperparameters()
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, bertkit.api.task as t; t.Task; print(sorted({'torch', "
+         "'pytorch_lightning'} & set(sys.modules)))"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert loaded.strip() == "[]"  # the task contract is plain Python

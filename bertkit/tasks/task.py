@@ -16,7 +16,8 @@ half is built by ``Task.build_head``. Every run goes one way (fit, test, ``bertk
 
 Subclasses take plain, type-hinted ``__init__`` arguments (LightningCLI reads them, a recipe's
 ``model.task.init_args`` sets them) and call ``save_hyperparameters()``, so that ``spec()``
-rebuilds them from a checkpoint.
+rebuilds them from a checkpoint. ``Task`` is plain Python: importing it loads neither Lightning nor
+torch.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
-
-from pytorch_lightning.core.mixins import HyperparametersMixin
 
 from bertkit.utils.deprecation import stored, warn_deprecated
 
@@ -60,7 +59,21 @@ when the batch has labels) and may return parts named ``*_loss``; ``BertModule``
 ``{stage}/{key}`` (train, val, test)."""
 
 
-class Task(HyperparametersMixin, ABC):
+class Settings(dict):
+    """A task's settings (``Task.hparams``): a dict whose keys read and write as attributes too
+    (``task.hparams.tag_scheme``), as Lightning's ``AttributeDict``."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no setting {name!r}; the task's settings are {sorted(self)}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+
+class Task(ABC):
     """The plain-Python part of a task: formats, what is learned from data, features, records."""
 
     learned: ClassVar[tuple[str, ...]] = ()
@@ -93,6 +106,38 @@ class Task(HyperparametersMixin, ABC):
     aliases: ClassVar[tuple[str, ...]] = ()
     """Class paths this class answered to in earlier releases: a checkpoint or export folder
     that names one of them loads it (``bertkit.plugins.stored_class``)."""
+
+    @property
+    def hparams(self) -> Settings:
+        """The task's settings: its ``__init__`` arguments as ``save_hyperparameters`` recorded
+        them (empty before), the ``learned`` ones filled in; what ``spec`` stores."""
+        return self.__dict__.setdefault("_hparams", Settings())
+
+    def save_hyperparameters(self, *names: str, ignore: Iterable[str] = ()) -> None:
+        """Record the arguments of the ``__init__`` that calls it as the task's settings
+        (``hparams``), as Lightning's ``save_hyperparameters`` does for a module: their values
+        when it is called; with ``names``, those alone; without those in ``ignore`` (objects that
+        are no settings, such as another task's instances).
+
+        Raises:
+            RuntimeError: not called from an ``__init__`` of the task's class or its bases.
+        """
+        frame = inspect.currentframe()
+        caller = frame.f_back if frame is not None else None
+        inits = (vars(c).get("__init__") for c in type(self).__mro__)
+        init = next((f for f in inits if caller is not None and getattr(f, "__code__", None) is caller.f_code), None)
+        if init is None:
+            raise RuntimeError(f"{type(self).__name__}.save_hyperparameters: call it from the task's __init__")
+        values: dict[str, Any] = {}
+        for parameter in list(inspect.signature(init).parameters.values())[1:]:  # self
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                values.update(caller.f_locals[parameter.name])
+            elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
+                values[parameter.name] = caller.f_locals[parameter.name]
+        left_out = set(ignore)
+        self.__dict__["_hparams"] = Settings(
+            {k: v for k, v in values.items() if k not in left_out and (not names or k in names)}
+        )
 
     @property
     def ready(self) -> bool:
@@ -128,7 +173,7 @@ class Task(HyperparametersMixin, ABC):
                     f"the checkpoint's {field}.{name} {stored[name]!r} differs from this run's {self.hparams[name]!r}"
                 )
 
-    def learn(self, examples: list[Any]) -> None:
+    def learn(self, examples: list[Any]) -> None:  # noqa: B027 - a hook: a task without learned settings keeps it
         """See the training examples (all of them, before ``build_head``); fill ``learned`` settings.
 
         Raises:
