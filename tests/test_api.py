@@ -167,3 +167,31 @@ def test_a_task_records_the_settings_of_the_init_that_calls_save_hyperparameters
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert loaded.strip() == "[]"  # the task contract is plain Python
+
+
+def test_the_export_is_an_optional_protocol_of_a_head() -> None:
+    """A head that exports nothing implements nothing of ``TransformersExport`` and reads as its
+    defaults; one with some of its members (a third party's, written before the protocol) keeps
+    them; one that declares it is its own export."""
+    from bertkit_plugins.token_tagging.head import TokenClassificationHead
+
+    from bertkit.api.app import exported
+    from bertkit.api.task import Head, TransformersExport
+
+    assert not {"hf_state_dict", "hf_architecture", "onnx_outputs"} & set(dir(Head))
+
+    class Plain(Head):
+        pass
+
+    class Partial(Head):
+        hf_architecture = "BertForSequenceClassification"
+
+        def hf_state_dict(self):
+            return {"classifier.bias": 1}
+
+    plain, partial = exported(Plain()), exported(Partial())
+    assert (plain.hf_state_dict(), plain.hf_architecture, plain.onnx_outputs) == ({}, "BertModel", ())
+    assert (partial.hf_state_dict(), partial.hf_architecture, partial.hf_config()) == (
+        {"classifier.bias": 1}, "BertForSequenceClassification", {},
+    )  # fmt: skip
+    assert issubclass(TokenClassificationHead, TransformersExport)

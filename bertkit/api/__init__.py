@@ -18,8 +18,10 @@ import (``bertkit plugins``, ``bertkit --help``).
   ``lazy_exports`` alone names classes without importing them), ``registered`` and
   ``stored_class`` (a registry's objects; a class named by a file, never imported), and for
   names of an earlier release ``deprecated_alias``, ``forwarding`` and ``renamed``.
-- Tasks: ``Task`` (files, labels, features, records), ``Head`` (layers, loss, metrics, export
-  keys; ``DistillationTarget``: what a student learns from a teacher), ``mean_over_processes`` (a loss that means the same on any number of processes), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
+- Tasks: ``Task`` (files, labels, features, records), ``Head`` (layers, loss, metrics;
+  ``DistillationTarget``: what a student learns from a teacher), ``TransformersExport`` (the
+  optional protocol of a head that a transformers class computes: its export keys, config
+  entries, ONNX outputs), ``mean_over_processes`` (a loss that means the same on any number of processes), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
   ``task_from_spec``, ``pad_batch``.
 - Encoders: ``Encoder`` (the protocol a family's module implements), ``EncoderFamily`` (and
   ``registered_family``: another plugin's family to build on, by its registered name),

@@ -32,7 +32,7 @@ HOME = {
     **dict.fromkeys(["check_float32"], "utils.precision"),
     **dict.fromkeys(["NonBlank", "Schema", "Text", "parse", "parse_json"], "utils.schema"),
     # tasks
-    **dict.fromkeys(["DistillationTarget", "Head"], "tasks.head"),
+    **dict.fromkeys(["DistillationTarget", "Head", "TransformersExport", "exported"], "tasks.head"),
     **dict.fromkeys(["mean_over_processes"], "tasks.loss"),
     **dict.fromkeys(
         ["Batch", "Feature", "LazyFeatures", "Task", "TaskExample", "by_example", "task_from_spec"], "tasks.task"
@@ -90,7 +90,7 @@ TOKENIZERS = (
 )  # fmt: skip
 
 TASK = (
-    *EVERY_PLUGIN, *TOKENIZERS, "Task", "Head", "DistillationTarget", "mean_over_processes", "Feature", "Batch",
+    *EVERY_PLUGIN, *TOKENIZERS, "Task", "Head", "DistillationTarget", "TransformersExport", "mean_over_processes", "Feature", "Batch",
     "TaskExample", "LazyFeatures", "by_example", "task_from_spec", "pad_batch", "max_context_window",
     "write_chunks", "StreamedFeatures", "fetch_file", "is_remote", "require_litdata", "BertConfig",
     "EncoderOutput", "Dropout", "dropout", "ACTIVATIONS",
@@ -109,7 +109,7 @@ APP = (
     "load_yaml", "BertModule", "load_checkpoint", "load_trained", "save_serving_config", "stored_max_length",
     "save_peft_adapter", "Predictor", "MAX_TOKENS", "Featurized", "check_texts", "export_onnx", "quantize_onnx", "embed_texts",
     "read_parts", "PART_LINES", "load_adapters", "DEFAULT_ADAPTER", "resolve_pretrained", "base_model",
-    "family_of", "quantize_linears", "prepack_linears", "LORA_INSTALL", "require_litdata",
+    "family_of", "exported", "quantize_linears", "prepack_linears", "LORA_INSTALL", "require_litdata",
 )  # fmt: skip
 """``bertkit.api.app``: a command (``bertkit serve``, ``export``, ``embed``, ``tune`` …) over
 trained models, checkpoints and recipes."""

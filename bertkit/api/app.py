@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from bertkit.model.pretrained import base_model, resolve_pretrained
     from bertkit.model.quantize import quantize_linears
     from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
+    from bertkit.tasks.head import exported
     from bertkit.tasks.task import deprecated_alias
     from bertkit.training.adapter_export import save_peft_adapter
     from bertkit.training.checkpoints import load_checkpoint

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from bertkit.api.app import base_model, file_names, resolve_pretrained
+from bertkit.api.app import base_model, exported, file_names, resolve_pretrained
 
 log = logging.getLogger(__name__)
 
@@ -119,9 +119,9 @@ def model_card(model: Any, architecture: str, checkpoint: str | Path, stored: di
         *(f"- task: `{k}`: `{v}`" for k, v in (model.task.spec().get("init_args") or {}).items() if _short(v)),
         "",
         *_uses(sample, data.get("max_length"), metadata.license),
-        *_usage(tag, folder, bool(model.head.hf_notes())),
+        *_usage(tag, folder, bool(exported(model.head).hf_notes())),
     ]
-    notes = model.head.hf_notes()
+    notes = exported(model.head).hf_notes()
     if notes:
         lines += ["## Notes", "", notes, ""]
     return f"---\n{metadata.to_yaml()}\n---\n\n" + "\n".join(lines).rstrip() + "\n"
@@ -211,7 +211,7 @@ def _short(value: Any) -> bool:
 
 
 def _labels(model: Any) -> list[str]:
-    labels = (model.head.hf_config() or {}).get("id2label")
+    labels = (exported(model.head).hf_config() or {}).get("id2label")
     if not labels:
         return [""]
     return ["", "## Labels", "", "| id | label |", "| --- | --- |", *(f"| {i} | {t} |" for i, t in labels.items()), ""]

@@ -37,6 +37,7 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
         BertModule,
         atomic_dir,
         export_onnx,
+        exported,
         load_checkpoint,
         quantize_onnx,
         save_serving_config,
@@ -45,7 +46,7 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
     from bertkit.commands.card import model_card
 
     model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
-    if onnx is None and model.head.onnx_outputs:
+    if onnx is None and exported(model.head).onnx_outputs:
         onnx = int8 or (find_spec("onnxruntime") is not None and find_spec("onnxscript") is not None)
         if not onnx:
             print("no model.onnx: the onnx extra is not installed (pip install 'bertkit[onnx]'; --onnx false skips it)")

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bertkit.tasks.head import exported
 from bertkit.training.module import BertModule
 from bertkit.utils.io import replace_output
 
@@ -101,7 +102,7 @@ def export_onnx(model: BertModule, path: str | Path, tolerance: float = 1e-4) ->
     except ImportError as err:
         raise ImportError(f"ONNX export needs the onnx extra: pip install 'bertkit[onnx]' ({err})") from None
 
-    outputs = list(model.head.onnx_outputs)
+    outputs = list(exported(model.head).onnx_outputs)
     if not outputs:
         raise ValueError(f"{type(model.head).__name__} has no logits to export to ONNX (use the Hugging Face export)")
     wrapper = _Logits(model.eval().float(), outputs).eval()

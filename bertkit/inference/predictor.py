@@ -23,7 +23,7 @@ from bertkit.model.families import family_of
 from bertkit.model.prepacked import prepack_linears, unprepack_linears
 from bertkit.model.quantize import quantize_linears
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.head import Head
+from bertkit.tasks.head import Head, exported
 from bertkit.tasks.task import Batch, Task, predict_batch, renamed_source, task_from_spec
 from bertkit.training.module import BertModule
 from bertkit.training.trained import SERVING_FILE, load_trained, read_head_weights, serving_config
@@ -385,7 +385,7 @@ def check_texts(texts: list[str]) -> None:
 
 class OnnxLogits:
     """A padded batch -> the head's logits from onnxruntime on an exported graph (inputs
-    ``input_ids``, ``attention_mask``, ``token_type_ids``; outputs ``Head.onnx_outputs``).
+    ``input_ids``, ``attention_mask``, ``token_type_ids``; outputs ``TransformersExport.onnx_outputs``).
 
     Raises:
         FileNotFoundError: no such file; ImportError: onnxruntime is missing.
@@ -403,7 +403,7 @@ class OnnxLogits:
         cuda = str(device).startswith("cuda") and "CUDAExecutionProvider" in onnxruntime.get_available_providers()
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
         self.session = onnxruntime.InferenceSession(str(path), providers=providers)
-        self.outputs = list(head.onnx_outputs)
+        self.outputs = list(exported(head).onnx_outputs)
 
     def __call__(self, batch: Batch) -> dict[str, torch.Tensor]:
         feed = {k: batch[k].cpu().numpy() for k in ONNX_INPUTS}

@@ -52,7 +52,7 @@ class EncoderFamily:
 
     @classmethod
     def hf_architecture(cls, head_architecture: str) -> str | None:
-        """This family's ``transformers`` class for a head's (``Head.hf_architecture``, named for
+        """This family's ``transformers`` class for a head's (``TransformersExport.hf_architecture``, named for
         BERT: ``BertForTokenClassification`` …), or None when the family has no class with the
         same task layers (the export is then the encoder alone)."""
         return head_architecture if head_architecture.startswith("Bert") else None

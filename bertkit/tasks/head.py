@@ -39,14 +39,6 @@ class Head(nn.Module):
     transformers' QA loss); then the encoder runs padded whatever ``model.unpad`` says, so they
     are what the reference computes."""
 
-    onnx_outputs: tuple[str, ...] = ()
-    """Keys of ``forward``'s output that an ONNX export returns (logits per example or token);
-    empty: the head has no ONNX export."""
-
-    hf_architecture: str = "BertModel"
-    """The ``transformers`` class whose checkpoint ``hf_state_dict`` completes (``config.json``'s
-    ``architectures``), named for BERT; the encoder family names its own (``EncoderFamily.hf_architecture``)."""
-
     def attach(self, encoder: nn.Module) -> None:
         """Called once after the head is built, with the encoder, for a head that shares its
         weights (an MLM decoder tied to the word embeddings). Keep no submodule reference: the
@@ -116,6 +108,24 @@ class Head(nn.Module):
         without weight decay unless it says so, and the schedule applies to it as to the rest."""
         return []
 
+
+class TransformersExport:
+    """What a head declares when a ``transformers`` class computes what it computes: ``bertkit
+    export`` then writes that class's checkpoint (the encoder's weights, this head's under the
+    class's key names, its ``config.json`` entries) and an ONNX graph. Optional: a head that
+    exports nothing implements nothing of it, and its export is the encoder alone. A head declares
+    it as a base class (``class MyHead(Head, TransformersExport)``), or has any of its members
+    itself; ``exported`` gives each member, the head's own or this default.
+    """
+
+    onnx_outputs: tuple[str, ...] = ()
+    """Keys of ``forward``'s output that an ONNX export returns (logits per example or token);
+    empty: the head has no ONNX export."""
+
+    hf_architecture: str = "BertModel"
+    """The ``transformers`` class whose checkpoint ``hf_state_dict`` completes (``config.json``'s
+    ``architectures``), named for BERT; the encoder family names its own (``EncoderFamily.hf_architecture``)."""
+
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """This head's tensors under ``hf_architecture``'s key names (``cls.*`` for
         ``BertForPreTraining``, ``classifier.*`` …): its export key map. Empty when no
@@ -138,3 +148,18 @@ class Head(nn.Module):
         layers it leaves out or decoding it does otherwise (Markdown; the export's model card
         prints it under "Notes"). Empty: ``hf_architecture`` computes what the head computes."""
         return ""
+
+
+EXPORT_MEMBERS = ("onnx_outputs", "hf_architecture", "hf_state_dict", "hf_config", "hf_files", "hf_notes")
+
+
+def exported(head: Head) -> TransformersExport:
+    """``head``'s export members (``TransformersExport``): the head itself where it declares the
+    protocol, otherwise each member it has, and the defaults (nothing exported) for the rest."""
+    if isinstance(head, TransformersExport):
+        return head
+    view = TransformersExport()
+    for name in EXPORT_MEMBERS:
+        if hasattr(head, name):
+            setattr(view, name, getattr(head, name))
+    return view

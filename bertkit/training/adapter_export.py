@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bertkit.model.adapters import is_adapter_key, require_peft
 from bertkit.model.pretrained import base_model
+from bertkit.tasks.head import exported
 from bertkit.training.module import BertModule
 
 
@@ -32,8 +33,9 @@ def save_peft_adapter(model: BertModule, directory: str | Path) -> list[str]:
     adapter = model.hparams.get("adapter")
     if not adapter:
         raise ValueError("save_peft_adapter: the model has no adapters (model.adapter)")
-    head_state = model.head.hf_state_dict()
-    architecture = model.family.hf_architecture(model.head.hf_architecture) if head_state else None
+    export = exported(model.head)
+    head_state = export.hf_state_dict()
+    architecture = model.family.hf_architecture(export.hf_architecture) if head_state else None
     if architecture is None:
         raise ValueError(
             f"save_peft_adapter: {type(model.task).__name__} has no transformers class for a {model.family.name} "

@@ -36,7 +36,7 @@ from bertkit.model.tokenizer import BertTokenizer
 from bertkit.model.unpadded import given_layout
 from bertkit.model.weights import save_encoder
 from bertkit.plugins import registered
-from bertkit.tasks.head import Head
+from bertkit.tasks.head import Head, TransformersExport, exported
 from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
 from bertkit.training.distillation import Distillation, Teacher
 from bertkit.training.nonfinite import NonFiniteLoss
@@ -573,7 +573,7 @@ class BertModule(pl.LightningModule):
     def save_pretrained(self, directory: str | Path, merge_adapters: bool = True) -> str:
         """Write a Hugging Face format directory: ``config.json``, ``model.safetensors``,
         ``tokenizer.json`` and ``vocab.txt``, for the ``transformers`` class of the head
-        (``Head.hf_architecture``: ``BertForTokenClassification``, ``…SequenceClassification``,
+        (``TransformersExport.hf_architecture``: ``BertForTokenClassification``, ``…SequenceClassification``,
         ``…QuestionAnswering``, ``…PreTraining``) with its labels in ``id2label``: the trained task
         layer is kept; the encoder family names the class (``ElectraForTokenClassification`` for
         an ELECTRA encoder). A head no such class computes (mean pooling) exports the encoder alone
@@ -587,9 +587,10 @@ class BertModule(pl.LightningModule):
             The ``transformers`` class written into ``config.json``'s ``architectures``.
         """
         built = self.head is not None
-        head_state = self.head.hf_state_dict() if built else {}
+        export = exported(self.head) if built else TransformersExport()
+        head_state = export.hf_state_dict()
         plain = self.encoder.config.to_dict()["architectures"][0]  # BertModel, ElectraModel …
-        architecture = self.family.hf_architecture(self.head.hf_architecture) if head_state else None
+        architecture = self.family.hf_architecture(export.hf_architecture) if head_state else None
         if built and architecture is None and any(True for _ in self.head.parameters()):
             rank_zero_warn(
                 f"save_pretrained: {type(self.task).__name__} {dict(self.task.hparams)} has no transformers class "
@@ -601,7 +602,7 @@ class BertModule(pl.LightningModule):
         extra = {
             field: getattr(self.tokenizer, f"{role}_token_id") for field, role in self.family.hf_token_roles.items()
         }
-        extra.update(self.head.hf_config() if head_state else {})
+        extra.update(export.hf_config() if head_state else {})
         # transformers builds its token, span and masked-LM classes without a pooler: export none
         skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
         renames = self.family.hf_renames(architecture) if architecture is not None else {}
@@ -609,7 +610,7 @@ class BertModule(pl.LightningModule):
         encoder = without_adapters(self.encoder, merge=merge_adapters) if adapted else self.encoder
         save_encoder(encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames)
         self.tokenizer.save(directory, self.encoder.config.max_length)
-        for name, text in (self.head.hf_files() if head_state else {}).items():
+        for name, text in (export.hf_files() if head_state else {}).items():
             with atomic_path(Path(directory) / name) as tmp:
                 tmp.write_text(text, encoding="utf-8")
         return architecture or plain

@@ -12,7 +12,7 @@ import torch
 
 from bertkit.model.families import EncoderFamily, family_of
 from bertkit.model.weights import read_state_dict, renamed
-from bertkit.tasks.head import Head
+from bertkit.tasks.head import Head, exported
 from bertkit.tasks.task import task_from_spec
 from bertkit.training.checkpoints import load_checkpoint
 from bertkit.utils.io import atomic_path, read_json
@@ -42,19 +42,20 @@ def serving_config(folder: Path) -> tuple[dict, str]:
 
 
 def read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> None:
-    """The trained tensors of a built ``head`` (``Head.hf_state_dict``) from an export's weights.
+    """The trained tensors of a built ``head`` (``TransformersExport.hf_state_dict``) from an export's weights.
 
     Raises:
         ValueError: the export holds the encoder alone, or lacks one of the head's tensors.
     """
-    own = head.hf_state_dict()
+    export = exported(head)
+    own = export.hf_state_dict()
     if not own:
         raise ValueError(
             f"{folder}: the export holds the encoder alone, not {type(head).__name__}'s trained layer; "
             "serve the checkpoint instead"
         )
     weights, path = read_state_dict(folder)
-    renames = family.hf_renames(family.hf_architecture(head.hf_architecture) or "")
+    renames = family.hf_renames(family.hf_architecture(export.hf_architecture) or "")
     with torch.no_grad():
         for key, tensor in own.items():
             stored = weights.get(renamed(key, renames))

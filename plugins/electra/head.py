@@ -21,7 +21,16 @@ from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.classification import BinaryPrecision, BinaryRecall
 
-from bertkit.api.task import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api.task import (
+    ACTIVATIONS,
+    Batch,
+    BertConfig,
+    EncoderOutput,
+    Head,
+    TransformersExport,
+    forwarding,
+    mean_over_processes,
+)
 
 
 def generator_width(config: BertConfig, generator_size: float) -> int:
@@ -105,7 +114,7 @@ def init_linears(module: nn.Module, std: float) -> None:
             nn.init.zeros_(layer.bias)
 
 
-class ElectraPreTrainingHeads(Head):
+class ElectraPreTrainingHeads(Head, TransformersExport):
     """The generator (its encoder, ``generator_predictions`` and an output bias, tied to the word
     embeddings) and the discriminator's ``discriminator_predictions``.
 

@@ -18,7 +18,16 @@ from bertkit_plugins.pretraining.loss import LogitsBuffer, linear_cross_entropy
 from torch import nn
 from torchmetrics import MeanMetric
 
-from bertkit.api.task import ACTIVATIONS, Batch, BertConfig, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api.task import (
+    ACTIVATIONS,
+    Batch,
+    BertConfig,
+    EncoderOutput,
+    Head,
+    TransformersExport,
+    forwarding,
+    mean_over_processes,
+)
 
 
 class MaskedLMPredictions(nn.Module):
@@ -40,7 +49,7 @@ class MaskedLMPredictions(nn.Module):
         return F.linear(self.transform(hidden), decoder, self.bias)
 
 
-class MaskedLMPredictionHead(Head):
+class MaskedLMPredictionHead(Head, TransformersExport):
     """Masked LM: Hugging Face ``BertForMaskedLM``'s ``cls.predictions``, logits only at the
     predicted positions (labels other than -100; ``[MASK]`` tokens when there are no labels).
 

@@ -11,14 +11,23 @@ import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
 from torch import nn
 
-from bertkit.api.task import Batch, BertConfig, DistillationTarget, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api.task import (
+    Batch,
+    BertConfig,
+    DistillationTarget,
+    EncoderOutput,
+    Head,
+    TransformersExport,
+    forwarding,
+    mean_over_processes,
+)
 
 if TYPE_CHECKING:
     from bertkit_plugins.question_answering.readers import QAExample
     from bertkit_plugins.question_answering.task import QuestionAnswering
 
 
-class AnswerSpanHead(Head):
+class AnswerSpanHead(Head, TransformersExport):
     """One linear layer, hidden size -> (start, end), over every token; padding can start or end
     no answer. Metrics answer each question from all of its windows (``QuestionAnswering``) and
     score the answers (``SquadScore``); with ``tune_threshold`` the validation's best null-score

@@ -15,13 +15,22 @@ import torch.nn.functional as F
 from bertkit_plugins.sequence_classification.metrics import ClassificationMetrics
 from torch import nn
 
-from bertkit.api.task import Batch, BertConfig, Dropout, EncoderOutput, Head, forwarding, mean_over_processes
+from bertkit.api.task import (
+    Batch,
+    BertConfig,
+    Dropout,
+    EncoderOutput,
+    Head,
+    TransformersExport,
+    forwarding,
+    mean_over_processes,
+)
 
 if TYPE_CHECKING:
     from bertkit_plugins.sequence_classification.task import SequenceClassification
 
 
-class PooledClassificationHead(Head):
+class PooledClassificationHead(Head, TransformersExport):
     """Dropout and a linear layer on the pooled ``[CLS]`` (or mean) vector.
 
     Args:

@@ -20,6 +20,7 @@ from bertkit.api.task import (
     Dropout,
     EncoderOutput,
     Head,
+    TransformersExport,
     forwarding,
     mean_over_processes,
 )
@@ -56,7 +57,7 @@ def collated_positions(batch: Batch, positions: str, marked: str) -> torch.Tenso
     return found.long()
 
 
-class TokenClassificationHead(Head):
+class TokenClassificationHead(Head, TransformersExport):
     """Dropout and a linear layer on every token's last hidden state; with ``crf``, a CRF.
 
     Without a CRF the loss is each labelled token's cross-entropy; with one, the CRF's negative
