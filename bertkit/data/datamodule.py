@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -559,17 +559,41 @@ class BertDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         features = self._features(split)
-        pad_id = self._model_part("tokenizer").pad_token_id
         hp = self.hparams
         world = self.trainer.world_size if self.trainer is not None else 1
         rank = self.trainer.global_rank if self.trainer is not None else 0
-        common = dict(
+        common = self._loader_arguments()
+        if isinstance(features, StreamedFeatures):
+            features.for_training(train, hp.seed)
+            if train:
+                return self._streamed_loader(features, common, world)
+        lengths = self._lengths(features, train)
+        tasks = [f["task"] for f in features] if hp.tasks else None
+        if tasks:
+            self._single_process("data.tasks")
+        if train:
+            kwargs = self._training_order(lengths, tasks, world, rank)
+            settings = (hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, tasks, hp.task_temperature, world)
+            kwargs["data"] = fingerprint(lengths, *settings)
+            order = kwargs.get("batch_sampler") or kwargs["sampler"]
+            order.keyed = isinstance(features, LazyFeatures) and features.epoch_keyed
+        else:
+            kwargs = self._evaluation_order(len(features), lengths, tasks, world, rank)
+        dataset = IndexedByBatch(features) if kwargs.get("batch_size", 1) is None else features  # whole batches
+        return (TrainingLoader if train else DataLoader)(
+            dataset, persistent_workers=hp.num_workers > 0, **common, **kwargs
+        )
+
+    def _loader_arguments(self) -> dict[str, Any]:
+        """What every loader of this data module shares: its collation, workers, generator."""
+        hp = self.hparams
+        return dict(
             # Every loader draws its workers' base seed from its own generator, not from torch's
             # global one: dropout's random numbers stay where a checkpoint saved them (exact resume).
             generator=torch.Generator().manual_seed(hp.seed),
             collate_fn=partial(
                 collate,
-                pad_token_id=pad_id,
+                pad_token_id=self._model_part("tokenizer").pad_token_id,
                 pad_values=self._task().pad_values,
                 layout=bool(self.unpadded),
                 pad_to_multiple_of=hp.pad_to_multiple_of,
@@ -579,62 +603,57 @@ class BertDataModule(pl.LightningDataModule):
             num_workers=hp.num_workers,
             pin_memory=self.trainer is not None and self.trainer.strategy.root_device.type == "cuda",  # non-blocking
         )
-        if isinstance(features, StreamedFeatures):
-            features.for_training(train, hp.seed)
-            if train:
-                return self._streamed_loader(features, common, world)
+
+    def _lengths(self, features: Sequence[Feature], train: bool) -> list[int] | None:
+        """Tokens per feature (None for streamed evaluation data, read in its stored order); with a
+        token budget over padded batches, each feature's bucketed length (what the budget counts)."""
+        hp = self.hparams
         # Lazy features (memory-mapped pre-training shards) give their lengths without reading
         # them, and learn whether they feed training (fresh dynamic masks) or evaluation.
         if isinstance(features, LazyFeatures):
             features.for_training(train, hp.seed)
             lengths = features.lengths
-        elif isinstance(features, StreamedFeatures):  # evaluation reads the stored order
-            lengths = None
+        elif isinstance(features, StreamedFeatures):
+            return None
         else:
             lengths = [len(f["input_ids"]) for f in features]
         if train and hp.max_tokens and not self.unpadded and hp.pad_to_multiple_of:  # the budget counts padding
             lengths = [padded_length(int(n), hp.pad_to_multiple_of, hp.max_length) for n in lengths]
-        tasks = [f["task"] for f in features] if hp.tasks else None
-        if tasks and train:
-            self._single_process("data.tasks")
-            kwargs = dict(batch_sampler=TaskMixingBatchSampler(tasks, hp.batch_size, hp.seed, hp.task_temperature))
-        elif tasks:  # evaluation: one task per batch, the tasks in turn
-            self._single_process("data.tasks")
-            kwargs = dict(batch_sampler=TaskEvalBatchSampler(tasks, lengths, hp.eval_batch_size or 2 * hp.batch_size))
-        elif train and hp.max_tokens:
+        return lengths
+
+    def _training_order(self, lengths: Any, tasks: list[str] | None, world: int, rank: int) -> dict[str, Any]:
+        """The training loader's order: tasks mixed by temperature, a token budget's batches
+        dealt among the processes, or fixed-size batches of a shared order."""
+        hp = self.hparams
+        if tasks:
+            return dict(batch_sampler=TaskMixingBatchSampler(tasks, hp.batch_size, hp.seed, hp.task_temperature))
+        if hp.max_tokens:
             sampler = BatchShardSampler(self._token_budget(lengths), world, rank)
             if sampler.left_out() and rank == 0:
                 log.warning(
                     "data.max_tokens on %d processes: the last batches of each epoch that are fewer than the processes "
                     "are left out (%d in the first)", world, sampler.left_out(),
                 )  # fmt: skip
-            kwargs = dict(batch_size=None, sampler=sampler)
-        elif train:
-            sampler = TrainShardSampler(lengths, hp.batch_size, hp.seed, hp.group_by_length, world, rank)
-            if sampler.left_out() and rank == 0:
-                log.warning(
-                    "%d training features, %d processes x data.batch_size %d: each epoch's last %d features (others "
-                    "each epoch) make a batch for fewer than %d processes and are left out",
-                    len(lengths), world, hp.batch_size, sampler.left_out(), world,
-                )  # fmt: skip
-            kwargs = dict(batch_size=hp.batch_size, sampler=sampler)
-        else:
-            order = (
-                list(range(len(features)))
-                if lengths is None
-                else sorted(range(len(features)), key=lambda i: -lengths[i])
-            )
-            sampler = EvalShardSampler(order, world, rank) if world > 1 else order
-            kwargs = dict(batch_size=hp.eval_batch_size or 2 * hp.batch_size, sampler=sampler)
-        if train:
-            settings = (hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, tasks, hp.task_temperature, world)
-            kwargs["data"] = fingerprint(lengths, *settings)
-            order = kwargs.get("batch_sampler") or kwargs["sampler"]
-            order.keyed = isinstance(features, LazyFeatures) and features.epoch_keyed
-        dataset = IndexedByBatch(features) if kwargs.get("batch_size", 1) is None else features  # whole batches
-        return (TrainingLoader if train else DataLoader)(
-            dataset, persistent_workers=hp.num_workers > 0, **common, **kwargs
-        )
+            return dict(batch_size=None, sampler=sampler)
+        sampler = TrainShardSampler(lengths, hp.batch_size, hp.seed, hp.group_by_length, world, rank)
+        if sampler.left_out() and rank == 0:
+            log.warning(
+                "%d training features, %d processes x data.batch_size %d: each epoch's last %d features (others "
+                "each epoch) make a batch for fewer than %d processes and are left out",
+                len(lengths), world, hp.batch_size, sampler.left_out(), world,
+            )  # fmt: skip
+        return dict(batch_size=hp.batch_size, sampler=sampler)
+
+    def _evaluation_order(
+        self, count: int, lengths: list[int] | None, tasks: list[str] | None, world: int, rank: int
+    ) -> dict[str, Any]:
+        """An evaluation loader's order: one task per batch, the tasks in turn; or the features
+        longest first (stored order for streamed data), each on one process."""
+        size = self.hparams.eval_batch_size or 2 * self.hparams.batch_size
+        if tasks:
+            return dict(batch_sampler=TaskEvalBatchSampler(tasks, lengths, size))
+        order = list(range(count)) if lengths is None else sorted(range(count), key=lambda i: -lengths[i])
+        return dict(batch_size=size, sampler=EvalShardSampler(order, world, rank) if world > 1 else order)
 
     def _streamed_loader(self, features: StreamedFeatures, common: dict[str, Any], world: int) -> DataLoader:
         """litdata's loader over this process's chunks (``StreamedFeatures.training_loader``), with
