@@ -127,6 +127,7 @@ def test_every_registered_task_records_exactly_its_own_settings() -> None:
 
 
 def test_a_task_records_the_settings_of_the_init_that_calls_save_hyperparameters() -> None:
+    import functools
     import pickle
     import subprocess
     import sys
@@ -148,7 +149,15 @@ def test_a_task_records_the_settings_of_the_init_that_calls_save_hyperparameters
         def build_head(self, config, tokenizer):
             raise NotImplementedError
 
+    def logged(init):
+        @functools.wraps(init)
+        def wrapper(self, *args, **kwargs):
+            init(self, *args, **kwargs)
+
+        return wrapper
+
     class Child(Base):
+        @logged
         def __init__(self, width: int = 3, helper: object = None) -> None:
             super().__init__(size=1, colour="red")
             self.save_hyperparameters(ignore=["helper"])

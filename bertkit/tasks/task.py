@@ -125,7 +125,9 @@ class Task(ABC):
         frame = inspect.currentframe()
         caller = frame.f_back if frame is not None else None
         inits = (vars(c).get("__init__") for c in type(self).__mro__)
-        init = next((f for f in inits if caller is not None and getattr(f, "__code__", None) is caller.f_code), None)
+        # a decorated __init__ (functools.wraps) is known by the code of the function it wraps
+        by_code = {getattr(inspect.unwrap(f), "__code__", None): f for f in inits if f is not None}
+        init = by_code.get(caller.f_code) if caller is not None else None
         if init is None:
             raise RuntimeError(f"{type(self).__name__}.save_hyperparameters: call it from the task's __init__")
         values: dict[str, Any] = {}
