@@ -26,9 +26,9 @@ Sides, per task and seed, in this order:
   ``student-distilled…-x`` on its distribution as well (Jiao et al. 2020, §3.2: TinyBERT's
   transfer set). The labelling runs once per teacher (``transfer/`` beside it), timed.
 - ``…-xa``: the same with an in-domain transfer set made from eng.train by mention replacement
-  (Dai & Adel 2020, "An Analysis of Simple Data Augmentation for Named Entity Recognition", MR):
-  one copy of each sentence that holds an entity, every mention replaced by a mention of the same
-  type drawn from the training set (random generator seeded 0), the words given pre-split; the
+  (``bertkit augment``; Dai & Adel 2020, "An Analysis of Simple Data Augmentation for Named Entity
+  Recognition", MR): one copy of each sentence that holds an entity, every mention replaced by a
+  mention of the same type drawn from the training set (seed 0), the words given pre-split; the
   teacher tags the copies (its tags, not the gold ones, are what the student learns).
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
@@ -48,7 +48,6 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import re
 import resource
 import statistics
@@ -149,59 +148,18 @@ def labelled(teacher: Path, inputs: Path, folder: Path) -> Path:
     return folder / "predictions.jsonl"
 
 
-def conll_sentences(path: Path) -> list[list[tuple[str, str]]]:
-    """A CoNLL-2003 file's sentences as (word, IOB1 tag) pairs, ``-DOCSTART-`` lines left out."""
-    sentences, words = [], []
-    for line in [*path.read_text().splitlines(), ""]:
-        if not line.strip() or line.startswith("-DOCSTART-"):
-            if words:
-                sentences.append(words)
-            words = []
-        else:
-            columns = line.split()
-            words.append((columns[0], columns[-1]))
-    return sentences
-
-
-def mentions(sentence: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
-    """The (start, end, type) of each entity mention of an IOB1-tagged sentence."""
-    found: list[tuple[int, int, str]] = []
-    for i, (_, tag) in enumerate(sentence):
-        kind = tag[2:] if tag != "O" else None
-        continues = found and found[-1][1] == i and found[-1][2] == kind and not tag.startswith("B-")
-        if kind and continues:
-            found[-1] = (found[-1][0], i + 1, kind)
-        elif kind:
-            found.append((i, i + 1, kind))
-    return found
-
-
 def augmented_set(teacher: Path) -> Path:
     """The teacher's tags on eng.train's sentences with every mention replaced by another of its
-    type (mention replacement; once per teacher, in ``transfer-augmented/``)."""
+    type (``bertkit augment``, mention replacement, seed 0; once per teacher, in
+    ``transfer-augmented/``)."""
     folder = teacher.parents[1].parent / "transfer-augmented"
     out = folder / "predictions.jsonl"
     if out.is_file():
         return out
-    sentences = conll_sentences(Path(os.environ["BERTKIT_DATA_DIR"]) / "ner" / "conll2003" / "eng.train")
-    pool: dict[str, list[list[str]]] = {}
-    for sentence in sentences:
-        for start, end, kind in mentions(sentence):
-            pool.setdefault(kind, []).append([w for w, _ in sentence[start:end]])
-    rng = random.Random(0)
-    copies = []
-    for sentence in sentences:
-        spans = mentions(sentence)
-        if not spans:
-            continue
-        words, at = [], 0
-        for start, end, kind in spans:
-            words += [w for w, _ in sentence[at:start]] + rng.choice(pool[kind])
-            at = end
-        copies.append(words + [w for w, _ in sentence[at:]])
     folder.mkdir(parents=True, exist_ok=True)
     inputs = folder.with_suffix(".jsonl")
-    inputs.write_text("".join(json.dumps({"tokens": words}) + "\n" for words in copies))
+    train = Path(os.environ["BERTKIT_DATA_DIR"]) / "ner" / "conll2003" / "eng.train"
+    subprocess.run([sys.executable, "-m", "bertkit", "augment", str(train), str(inputs)], check=True)
     return labelled(teacher, inputs, folder)
 
 

@@ -71,3 +71,57 @@ def test_a_list_of_training_files_reads_each_in_order(tmp_path, minilm_dir):
     missing = BertDataModule(task, data_dir=str(tmp_path), train_file=["gold.conll", "nowhere.jsonl"])
     with pytest.raises(FileNotFoundError, match=r"nowhere.jsonl: data.train_file not found"):
         missing.check_files("fit")
+
+
+@settings(max_examples=60, deadline=None)
+@given(sentences=tagged, copies=st.integers(1, 3), seed=st.integers(0, 5))
+def test_mention_replacement_swaps_each_mention_for_one_of_its_type(sentences, copies, seed):
+    """Every new sentence is one with an entity, its words outside the mentions kept in place and
+    each mention replaced by a mention of the same type found in the text; the seed fixes them."""
+    from bertkit_plugins.token_tagging.augment import mention_replacement
+    from bertkit_plugins.token_tagging.conll import Sentence
+
+    read = [Sentence([w for w, _ in s], to_iob2([t for _, t in s], "IOB2"), f"f:{i}") for i, s in enumerate(sentences)]
+    pool: dict[str, set[tuple[str, ...]]] = {}
+    for sentence in read:
+        for kind, start, end in entities(sentence.tags):
+            pool.setdefault(kind, set()).add(tuple(sentence.words[start:end]))
+    made = mention_replacement(read, copies, seed)
+    sources = [s for s in read for _ in range(copies) if entities(s.tags)]
+    assert len(made) == len(sources) and made == mention_replacement(read, copies, seed)
+
+    def fits(words: list[str], source: Sentence, at: int, chunks: list[tuple[str, int, int]]) -> bool:
+        """Whether ``words`` are ``source``'s from word ``at`` with each of ``chunks`` swapped."""
+        if not chunks:
+            return words == source.words[at:]
+        kind, start, end = chunks[0]
+        gap = source.words[at:start]
+        rest = words[len(gap) :]
+        return words[: len(gap)] == gap and any(
+            tuple(rest[: len(m)]) == m and fits(rest[len(m) :], source, end, chunks[1:]) for m in pool[kind]
+        )
+
+    assert all(fits(words, source, 0, entities(source.tags)) for words, source in zip(made, sources, strict=True))
+
+
+def test_augment_writes_tokens_that_predict_reads(tmp_path):
+    from bertkit_plugins.token_tagging.augment import mention_replacement
+
+    from tests.conftest import run_bertkit
+
+    (tmp_path / "train.conll").write_text(
+        "-DOCSTART- -X- O O\n\nMarta NNP B-NP I-PER\nflew VBD B-VP O\nto TO B-PP O\nOslo NNP B-NP I-LOC\n\n"
+        "Jan NNP B-NP I-PER\nsaw VBD B-VP O\nParis NNP B-NP I-LOC\n\nIt PRP B-NP O\nrained VBD B-VP O\n"
+    )
+    said = run_bertkit("augment", "train.conll", "out.jsonl", "--copies", "2", cwd=tmp_path).stdout
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert "4 sentences (2 per sentence of train.conll with an entity) written to out.jsonl" in said
+    assert len(records) == 4 and all(len(r["tokens"]) in (3, 4) for r in records)
+    assert {r["tokens"][0] for r in records} <= {"Marta", "Jan"} and {r["tokens"][-1] for r in records} <= {
+        "Oslo",
+        "Paris",
+    }
+    task = TokenClassification(["PER", "LOC"])
+    assert [s.words for s in task.read(tmp_path / "out.jsonl", labelled=False)] == [r["tokens"] for r in records]
+    with pytest.raises(ValueError, match="copies=0: expected at least 1"):
+        mention_replacement([], copies=0)
