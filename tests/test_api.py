@@ -164,9 +164,11 @@ def test_a_task_records_the_settings_of_the_init_that_calls_save_hyperparameters
 
     assert Base(colour="blue").hparams == {"size": 20, "name": "a", "colour": "blue"}
     child = Child(width=5, helper=object())
-    assert child.seen == {"size": 10, "name": "a", "colour": "red"} and child.hparams == {"width": 5}
-    assert child.hparams.width == 5 and pickle.loads(pickle.dumps(child.hparams)) == {"width": 5}
-    with pytest.raises(AttributeError, match="no setting 'depth'; the task's settings are \\['width'\\]"):
+    assert child.seen == {"size": 10, "name": "a", "colour": "red"}  # the base's, recorded first
+    assert child.hparams == {"size": 10, "name": "a", "colour": "red", "width": 5}  # the child's added, helper not
+    assert child.spec()["init_args"] == {"width": 5}  # what rebuilds a Child
+    assert child.hparams.width == 5 and pickle.loads(pickle.dumps(child.hparams)) == child.hparams
+    with pytest.raises(AttributeError, match="no setting 'depth'; the task's settings are \\['colour', 'name'"):
         child.hparams.depth  # noqa: B018
     with pytest.raises(RuntimeError, match="call it from the task's __init__"):
         child.save_hyperparameters()

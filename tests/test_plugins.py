@@ -73,7 +73,10 @@ def test_entry_point_plugin_is_found_and_listed(site, tmp_path):
     demo = infos["demo_head"]
     assert demo["distribution"] == "bertkit-demo-head" and demo["version"] == "0.3.1"
     assert demo["hooks"] == ["register_tasks"] and demo["registered"] == {"tasks": ["MLPTokenClassification"]}
-    assert infos["token_tagging"]["registered"] == {"tasks": ["SpanClassification", "TokenClassification"]}
+    assert infos["token_tagging"]["registered"] == {
+        "tasks": ["SpanClassification", "TokenClassification"],
+        "commands": ["augment"],
+    }
     assert infos["token_tagging"]["deprecated"] == {"tasks": ["SpanHead", "TokenTaggingHead"]}  # release 0.1's
     assert infos["pretrained"]["registered"] == {"pretrained": ["all-MiniLM-L6-v2"]}
     assert infos["electra"]["registered"] == {"tasks": ["ReplacedTokenDetection"], "encoders": ["electra"]}

@@ -116,8 +116,10 @@ class Task(ABC):
     def save_hyperparameters(self, *names: str, ignore: Iterable[str] = ()) -> None:
         """Record the arguments of the ``__init__`` that calls it as the task's settings
         (``hparams``), as Lightning's ``save_hyperparameters`` does for a module: their values
-        when it is called; with ``names``, those alone; without those in ``ignore`` (objects that
-        are no settings, such as another task's instances).
+        when it is called, over those a base class's ``__init__`` recorded; with ``names``, those
+        alone; ``ignore`` removes settings (objects that are no settings, such as another task's
+        instances, or a base class's settings the subclass does not take: ``spec`` stores only
+        what the class's ``__init__`` takes).
 
         Raises:
             RuntimeError: not called from an ``__init__`` of the task's class or its bases.
@@ -136,10 +138,10 @@ class Task(ABC):
                 values.update(caller.f_locals[parameter.name])
             elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
                 values[parameter.name] = caller.f_locals[parameter.name]
-        left_out = set(ignore)
-        self.__dict__["_hparams"] = Settings(
-            {k: v for k, v in values.items() if k not in left_out and (not names or k in names)}
-        )
+        settings = self.hparams  # a base class's __init__ may have recorded its own before
+        settings.update({k: v for k, v in values.items() if not names or k in names})
+        for key in ignore:
+            settings.pop(key, None)
 
     @property
     def ready(self) -> bool:
