@@ -428,6 +428,7 @@ def test_help_lists_every_command_and_the_recipes(monkeypatch, capsys):
         "test",
         "predict",
         "plugins",
+        "augment",
         "embed",
         "export",
         "prepare",

@@ -52,8 +52,10 @@ def mention_replacement(sentences: list[Sentence], copies: int = 1, seed: int = 
 def augment(
     file: str, output: str, tag_scheme: TagScheme = "IOB1", tag_column: int = -1, copies: int = 1, seed: int = 0
 ) -> None:
-    """Write new sentences of a tagged NER file, every entity mention replaced by another of its
-    type from the file (mention replacement, Dai & Adel 2020), as JSON Lines of pre-split words
+    """Remake a tagged NER file's sentences with each entity mention swapped (mention replacement).
+
+    Each sentence that holds an entity is written again with every mention replaced by another
+    mention of its type from the file (Dai & Adel 2020), as JSON Lines of pre-split words
     (``{"tokens": [...]}``): text for a teacher to tag with ``bertkit predict``, a transfer set in
     the training text's domain (docs/distillation.md).
 
