@@ -102,6 +102,7 @@ def model_card(model: Any, architecture: str, checkpoint: str | Path, stored: di
         source = f"`{base[0]}`{revision}" if base else f"`{pretrained}`"
         if base and pretrained != base[0] and not base[1]:
             source += f" (bertkit's registered `{pretrained}`: its files, checked against that release's SHA-256 sums)"
+    notes = exported(model.head).hf_notes()  # what transformers users must know (the head's export)
     lines = [
         f"# {task}{' (LoRA)' if adapter else ''} from {base[0].split('/')[-1] if base else pretrained or 'scratch'}",
         "",
@@ -119,9 +120,8 @@ def model_card(model: Any, architecture: str, checkpoint: str | Path, stored: di
         *(f"- task: `{k}`: `{v}`" for k, v in (model.task.spec().get("init_args") or {}).items() if _short(v)),
         "",
         *_uses(sample, data.get("max_length"), metadata.license),
-        *_usage(tag, folder, bool(exported(model.head).hf_notes())),
+        *_usage(tag, folder, bool(notes)),
     ]
-    notes = exported(model.head).hf_notes()
     if notes:
         lines += ["## Notes", "", notes, ""]
     return f"---\n{metadata.to_yaml()}\n---\n\n" + "\n".join(lines).rstrip() + "\n"
