@@ -29,7 +29,8 @@ Sides, per task and seed, in this order:
   (``bertkit augment``; Dai & Adel 2020, "An Analysis of Simple Data Augmentation for Named Entity
   Recognition", MR): one copy of each sentence that holds an entity, every mention replaced by a
   mention of the same type drawn from the training set (seed 0), the words given pre-split; the
-  teacher tags the copies (its tags, not the gold ones, are what the student learns).
+  teacher tags the copies (its tags, not the gold ones, are what the student learns). ``…-xa2``:
+  two copies of each such sentence (``bertkit augment --copies 2``), and so on.
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
 ``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
@@ -72,8 +73,10 @@ STUDENT_LAYERS = 2
 MIN_EPOCH_BATCHES = 438  # batches of 32 in an epoch of the smaller training set (eng.train's 14,041 sentences)
 TARGETS = {"qv": ["query", "value"], "attn": ["query", "key", "value"], "all": ["query", "key", "value", "dense"]}
 LORA_SIDE = re.compile(r"lora-r(\d+)(?:-(qv|attn|all))?")
-DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+|-c)*)(-xa?)?")
-TRANSFER_SIDE = re.compile(r".*-x(a?)")  # a transfer set: Brown's (-x) or eng.train's augmented copies (-xa)
+DISTILLED_SIDE = re.compile(r"student-distilled((?:-[ath][0-9.]+|-c)*)(-x(?:a\d*)?)?")
+TRANSFER_SIDE = re.compile(
+    r".*-x(?:(a)(\d*))?"
+)  # a transfer set: Brown's (-x) or eng.train's augmented copies (-xa, -xa2 …)
 TRANSFER_DOCS = 88  # Brown's press sections (A reportage, B editorial, C reviews)
 GOLD_SENTENCES = 14041  # eng.train
 SENTENCE_END = re.compile(r"(?<= [.?!]) (?=\S)")  # Brown is tokenised: a sentence ends at a lone . ? !
@@ -97,7 +100,11 @@ def side_settings(side: str, teacher: Path, args: argparse.Namespace) -> tuple[l
         settings: dict[str, Any] = {"model.num_layers": STUDENT_LAYERS}
         transfer = TRANSFER_SIDE.fullmatch(side)
         if transfer:
-            made = augmented_set(teacher) if transfer[1] else transfer_set(teacher, args.transfer_docs)
+            made = (
+                augmented_set(teacher, int(transfer[2] or 1))
+                if transfer[1]
+                else transfer_set(teacher, args.transfer_docs)
+            )
             settings["data.train_file"] = ["eng.train", str(made)]
         distilled = DISTILLED_SIDE.fullmatch(side)
         if distilled:
@@ -148,18 +155,20 @@ def labelled(teacher: Path, inputs: Path, folder: Path) -> Path:
     return folder / "predictions.jsonl"
 
 
-def augmented_set(teacher: Path) -> Path:
-    """The teacher's tags on eng.train's sentences with every mention replaced by another of its
-    type (``bertkit augment``, mention replacement, seed 0; once per teacher, in
-    ``transfer-augmented/``)."""
-    folder = teacher.parents[1].parent / "transfer-augmented"
+def augmented_set(teacher: Path, copies: int) -> Path:
+    """The teacher's tags on ``copies`` copies of eng.train's sentences with every mention replaced
+    by another of its type (``bertkit augment``, mention replacement, seed 0; once per teacher, in
+    ``transfer-augmented/``, or ``transfer-augmented-<copies>/``)."""
+    folder = teacher.parents[1].parent / ("transfer-augmented" if copies == 1 else f"transfer-augmented-{copies}")
     out = folder / "predictions.jsonl"
     if out.is_file():
         return out
     folder.mkdir(parents=True, exist_ok=True)
     inputs = folder.with_suffix(".jsonl")
     train = Path(os.environ["BERTKIT_DATA_DIR"]) / "ner" / "conll2003" / "eng.train"
-    subprocess.run([sys.executable, "-m", "bertkit", "augment", str(train), str(inputs)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "bertkit", "augment", str(train), str(inputs), "--copies", str(copies)], check=True
+    )
     return labelled(teacher, inputs, folder)
 
 
@@ -282,12 +291,13 @@ def main() -> None:
     provenance = started("lora_distill.py")
     for side in args.sides:
         if (
-            side not in (*SIDES, "student-x", "student-xa")
+            side not in SIDES
+            and not re.fullmatch(r"student-x(?:a\d*)?", side)
             and not LORA_SIDE.fullmatch(side)
             and not DISTILLED_SIDE.fullmatch(side)
         ):
             parser.error(
-                f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> or student-distilled-a<alpha>-t<T>-h<w>-c"
+                f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> , student-distilled-a<alpha>-t<T>-h<w>-c, each student side with -x or -xa<copies>"
             )
     if any(DISTILLED_SIDE.fullmatch(s) or TRANSFER_SIDE.fullmatch(s) for s in args.sides) and "full" not in args.sides:
         parser.error("--sides student-distilled… and …-x need full (the teacher) before them")
@@ -330,7 +340,7 @@ def main() -> None:
         if not {"full", "student"} <= sides.keys():
             continue
         teacher, hard = sides["full"]["score_mean"], sides["student"]["score_mean"]
-        for side in (s for s in sides if DISTILLED_SIDE.fullmatch(s) or s in ("student-x", "student-xa")):
+        for side in (s for s in sides if DISTILLED_SIDE.fullmatch(s) or TRANSFER_SIDE.fullmatch(s)):
             soft = sides[side]["score_mean"]
             sides[side]["gap_closed"] = round((soft - hard) / (teacher - hard), 3) if teacher != hard else None
             sides[side]["share_of_teacher"] = round(soft / teacher, 3)
