@@ -1,6 +1,8 @@
 """What a CRF-trained NER export gives transformers users: entity F1 on CoNLL-2003 ``eng.testb``
 of one export read by bertkit (``Predictor``: the CRF's Viterbi path, as ``bertkit predict``) and
 by transformers' ``pipeline("token-classification")`` with ``aggregation_strategy`` "first"
+(on the export as ``bertkit export`` writes it, its emission biases fitted on eng.testa, and,
+as ``pipeline first, --calibrate false``, on one without them)
 (a word takes its first sub-word's tag: what the model was trained on) and "simple", and by the
 export's own pipeline (``pipeline(model=folder, trust_remote_code=True)``: ``crf_pipeline.py``,
 the CRF's Viterbi decoding inside transformers), for the NER
@@ -38,6 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "crf_export.json"
 TEST = "ner/conll2003/eng.testb"
 READERS = ("bertkit (CRF Viterbi)", "pipeline first", "pipeline simple", "pipeline trust_remote_code (CRF)")
+UNCALIBRATED = "pipeline first, --calibrate false"
+"""The plain pipeline on an export of the same checkpoint without ``bertkit export``'s emission
+biases (``--calibrate false``)."""
 
 
 def read_export(folder: Path, texts: list[str], gold: list, readers: tuple[str, ...] = READERS) -> dict[str, float]:
@@ -80,7 +85,7 @@ def main() -> None:
         "--readers",
         nargs="+",
         default=list(READERS),
-        choices=READERS,
+        choices=(*READERS, UNCALIBRATED),
         help="which readers to score (an ablation's subset)",
     )
     parser.add_argument("--work", type=Path, default=Path("runs/crf_export"))
@@ -106,6 +111,13 @@ def main() -> None:
             checkpoint = fine_tune("recipes/ner.yaml", work, args.train_batches, *options)
             subprocess.run([bertkit, "export", str(checkpoint), str(work / "export"), "--onnx", "false"], check=True)
             side = {"emission_loss_weight": weight, "emission_target": target, "seed": seed}
+            if UNCALIBRATED in args.readers:
+                plain = work / "export-uncalibrated"
+                subprocess.run(
+                    [bertkit, "export", str(checkpoint), str(plain), "--onnx", "false", "--calibrate", "false"],
+                    check=True,
+                )
+                side[UNCALIBRATED] = read_export(plain, texts, gold, (READERS[1],))[READERS[1]]
             runs.append({**side, **read_export(work / "export", texts, gold, tuple(args.readers))})
             print(runs[-1], flush=True)
     summary = {}
@@ -116,11 +128,12 @@ def main() -> None:
                      "sd": round(statistics.stdev(r[reader] for r in rows), 2) if len(rows) > 1 else None}
             for reader in args.readers
         }  # fmt: skip
-        if {READERS[0], READERS[1]} <= set(args.readers):  # the goal: the plain pipeline within 0.5 of Viterbi
-            gaps = [r[READERS[1]] - r[READERS[0]] for r in rows]
-            summary[next(reversed(summary))]["pipeline first - Viterbi"] = {
-                "mean": round(statistics.mean(gaps), 2), "sd": round(statistics.stdev(gaps), 2) if len(gaps) > 1 else None
-            }  # fmt: skip
+        for reader in (READERS[1], UNCALIBRATED):  # the goal: the plain pipeline within 0.5 of Viterbi
+            if {READERS[0], reader} <= set(args.readers):
+                gaps = [r[reader] - r[READERS[0]] for r in rows]
+                summary[next(reversed(summary))][f"{reader} - Viterbi"] = {
+                    "mean": round(statistics.mean(gaps), 2), "sd": round(statistics.stdev(gaps), 2) if len(gaps) > 1 else None
+                }  # fmt: skip
     import transformers
 
     result = header(

@@ -221,10 +221,12 @@ def test_export_writes_a_model_card_the_hub_reads(sample_run, tmp_path, caplog):
 
 
 @pytest.mark.slow
-def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, tmp_path):
+def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, tmp_path, capsys):
     """``pipeline(model=export, trust_remote_code=True)`` runs the export's own pipeline
-    (``crf_pipeline.py``): the entities ``bertkit predict`` finds, by type and character span;
-    the plain ``token-classification`` pipeline still loads without remote code."""
+    (``crf_pipeline.py``): the entities ``bertkit predict`` finds, by type and character span,
+    after the export fitted its emission biases for the plain pipeline (``--calibrate``, on the
+    run's validation sample); the plain ``token-classification`` pipeline still loads without
+    remote code."""
     from transformers import pipeline
 
     from bertkit.cli import main
@@ -234,6 +236,9 @@ def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, 
         main(["export", str(sample_run / "runs/ner/checkpoints/last.ckpt"), str(tmp_path / "out"), "--onnx", "false"])
         == 0
     )
+    said = capsys.readouterr().out
+    assert "emission biases fitted for transformers' plain pipeline: validation F1" in said
+    assert "The emission layer's biases were fitted" in (tmp_path / "out/README.md").read_text()
     lines = (ROOT / "plugins/token_tagging/sample/test.conll").read_text().split("\n\n")
     texts = [
         " ".join(row.split()[0] for row in block.splitlines() if row and not row.startswith("-DOCSTART-"))
@@ -263,3 +268,23 @@ def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, 
     long = "Peter Blackburn flew to Oslo . " * 300  # 1,800 sub-words: the export's tokenizer truncates at 512
     assert plain.tokenizer.model_max_length == 512
     assert isinstance(plain(long), list) and isinstance(tagger(long), list)
+
+
+@pytest.mark.slow
+def test_an_export_without_the_runs_validation_data_says_so_or_fails_as_asked(sample_run, tmp_path, monkeypatch, capsys):
+    """The run's validation file is not where the run read it: the export is written
+    uncalibrated and says why; with ``--calibrate true`` it fails naming the file, writing nothing;
+    ``--calibrate false`` says nothing of it."""
+    from bertkit.cli import main
+
+    monkeypatch.setenv("BERTKIT_DATA_DIR", str(tmp_path / "elsewhere"))
+    checkpoint = str(sample_run / "runs/ner/checkpoints/last.ckpt")
+    assert main(["export", checkpoint, str(tmp_path / "out"), "--onnx", "false"]) == 0
+    said = capsys.readouterr().out
+    assert "not calibrated for transformers' own decoding (--calibrate)" in said and "elsewhere" in said
+    assert main(["export", checkpoint, str(tmp_path / "strict"), "--onnx", "false", "--calibrate", "true"]) != 0
+    said = capsys.readouterr()
+    assert "--calibrate true" in said.err + said.out and "elsewhere" in said.err + said.out
+    assert not (tmp_path / "strict").exists()
+    assert main(["export", checkpoint, str(tmp_path / "off"), "--onnx", "false", "--calibrate", "false"]) == 0
+    assert "calibrat" not in capsys.readouterr().out

@@ -32,7 +32,7 @@ HOME = {
     **dict.fromkeys(["check_float32"], "utils.precision"),
     **dict.fromkeys(["NonBlank", "Schema", "Text", "parse", "parse_json"], "utils.schema"),
     # tasks
-    **dict.fromkeys(["DistillationTarget", "Head", "TransformersExport", "exported"], "tasks.head"),
+    **dict.fromkeys(["DistillationTarget", "Head", "TransformersExport", "calibrates", "exported"], "tasks.head"),
     **dict.fromkeys(["mean_over_processes"], "tasks.loss"),
     **dict.fromkeys(
         ["Batch", "Feature", "LazyFeatures", "Task", "TaskExample", "by_example", "task_from_spec"], "tasks.task"
@@ -63,7 +63,10 @@ HOME = {
     **dict.fromkeys(["quantize_linears"], "model.quantize"),
     **dict.fromkeys(["BertModule"], "training.module"),
     **dict.fromkeys(["load_checkpoint"], "training.checkpoints"),
-    **dict.fromkeys(["load_trained", "save_serving_config", "stored_max_length"], "training.trained"),
+    **dict.fromkeys(
+        ["load_trained", "run_validation_data", "save_serving_config", "stored_max_length", "validation_outputs"],
+        "training.trained",
+    ),
     **dict.fromkeys(["save_peft_adapter"], "training.adapter_export"),
     **dict.fromkeys(["MAX_TOKENS", "Featurized", "Predictor", "check_texts"], "inference.predictor"),
     **dict.fromkeys(["export_onnx", "quantize_onnx"], "inference.onnx"),
@@ -109,7 +112,8 @@ APP = (
     "load_yaml", "BertModule", "load_checkpoint", "load_trained", "save_serving_config", "stored_max_length",
     "save_peft_adapter", "Predictor", "MAX_TOKENS", "Featurized", "check_texts", "export_onnx", "quantize_onnx", "embed_texts",
     "read_parts", "PART_LINES", "load_adapters", "DEFAULT_ADAPTER", "resolve_pretrained", "base_model",
-    "family_of", "exported", "quantize_linears", "prepack_linears", "LORA_INSTALL", "require_litdata",
+    "family_of", "exported", "calibrates", "run_validation_data", "validation_outputs", "quantize_linears",
+    "prepack_linears", "LORA_INSTALL", "require_litdata",
 )  # fmt: skip
 """``bertkit.api.app``: a command (``bertkit serve``, ``export``, ``embed``, ``tune`` …) over
 trained models, checkpoints and recipes."""

@@ -29,12 +29,18 @@ if TYPE_CHECKING:
     from bertkit.model.pretrained import base_model, resolve_pretrained
     from bertkit.model.quantize import quantize_linears
     from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
-    from bertkit.tasks.head import exported
+    from bertkit.tasks.head import calibrates, exported
     from bertkit.tasks.task import deprecated_alias
     from bertkit.training.adapter_export import save_peft_adapter
     from bertkit.training.checkpoints import load_checkpoint
     from bertkit.training.module import BertModule
-    from bertkit.training.trained import load_trained, save_serving_config, stored_max_length
+    from bertkit.training.trained import (
+        load_trained,
+        run_validation_data,
+        save_serving_config,
+        stored_max_length,
+        validation_outputs,
+    )
     from bertkit.utils.choices import Backend, Features, Pooling, Precision, Pruner, check_choice
     from bertkit.utils.io import (
         atomic_dir,

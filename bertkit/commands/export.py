@@ -6,11 +6,19 @@ from __future__ import annotations
 import logging
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 
-def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = False, adapter: bool = False) -> None:
+def export(
+    checkpoint: str,
+    output: str,
+    onnx: bool | None = None,
+    int8: bool = False,
+    adapter: bool = False,
+    calibrate: bool | None = None,
+) -> None:
     """Export a ``bertkit fit`` checkpoint for inference: a transformers directory and ONNX.
 
     ``OUTPUT`` becomes a Hugging Face directory that the head's ``transformers`` class loads
@@ -32,6 +40,12 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
             folder (the adapters, and the head as ``modules_to_save``) that
             ``peft.PeftModel.from_pretrained`` loads over the head's transformers class built on
             ``model.pretrained``. ``OUTPUT`` itself holds the merged model either way.
+        calibrate: let the head adjust itself for its ``transformers`` class's own decoding, from
+            the run's validation set, without changing what bertkit decodes
+            (``TransformersExport.hf_calibrate``: a CRF tagger fits its emission biases for the
+            plain ``token-classification`` pipeline); unset: when the head does so and the
+            run's validation data is where the run read it; true: a missing validation set is
+            an error.
     """
     from bertkit.api.app import (
         BertModule,
@@ -52,8 +66,8 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
             print("no model.onnx: the onnx extra is not installed (pip install 'bertkit[onnx]'; --onnx false skips it)")
     if int8 and not onnx:
         raise ValueError("--int8 true quantizes model.onnx: it needs --onnx true (or unset)")
-    written = []
     stored = load_checkpoint(checkpoint, mmap=True)
+    written = [line for line in [calibrated(model, stored, checkpoint, calibrate)] if line]
     with atomic_dir(output) as folder:  # the folder holds this export alone, or the one before it
         architecture = model.save_pretrained(folder)
         if architecture != model.encoder.config.to_dict()["architectures"][0]:  # the task layers are in: servable
@@ -75,3 +89,19 @@ def export(checkpoint: str, output: str, onnx: bool | None = None, int8: bool = 
                 f"wrote {Path(output) / 'model.int8.onnx'} ({after / 1e6:.1f} MB; model.onnx {before / 1e6:.1f} MB)"
             )
     print("\n".join(written))
+
+
+def calibrated(model: Any, stored: dict[str, Any], checkpoint: str, calibrate: bool | None) -> str:
+    """``hf_calibrate`` of ``model``'s head over the run's validation set, as ``--calibrate``
+    says: what it did, or why it did not run ("" when the head has nothing to calibrate)."""
+    from bertkit.api.app import calibrates, exported, run_validation_data, validation_outputs
+
+    if calibrate is False or not calibrates(model.head):
+        return ""
+    try:
+        data = run_validation_data(model, stored, checkpoint)
+    except (ValueError, FileNotFoundError) as error:
+        if calibrate:
+            raise ValueError(f"--calibrate true: {error}") from error
+        return f"not calibrated for transformers' own decoding (--calibrate): {error}"
+    return exported(model.head).hf_calibrate(validation_outputs(model, data))

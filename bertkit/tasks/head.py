@@ -8,6 +8,7 @@ reading files or turning outputs into records belongs here: that is the task's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -149,8 +150,32 @@ class TransformersExport:
         prints it under "Notes"). Empty: ``hf_architecture`` computes what the head computes."""
         return ""
 
+    def hf_calibrate(self, validation: Iterable[tuple[dict[str, torch.Tensor], Batch]]) -> str:
+        """Adjust this head for ``hf_architecture``'s own decoding before ``bertkit export`` writes
+        it, without changing what bertkit decodes (a CRF tagger's emission biases for the plain
+        pipeline, ``bertkit_plugins.token_tagging.calibration``).
 
-EXPORT_MEMBERS = ("onnx_outputs", "hf_architecture", "hf_state_dict", "hf_config", "hf_files", "hf_notes")
+        Args:
+            validation: the head's outputs (``forward``'s, at the trained weights, in eval mode)
+                and each batch (with ``labels``) over the run's validation set, computed as it is
+                iterated: the default reads none of it, so an export runs nothing for it.
+
+        Returns:
+            what it changed, measured, for the export's output and its model card ("" for
+            nothing, the default).
+        """
+        return ""
+
+
+EXPORT_MEMBERS = (
+    "onnx_outputs", "hf_architecture", "hf_state_dict", "hf_config", "hf_files", "hf_notes", "hf_calibrate"
+)  # fmt: skip
+
+
+def calibrates(head: Head) -> bool:
+    """Whether ``head`` has an ``hf_calibrate`` of its own (``TransformersExport``'s reads nothing)."""
+    found = exported(head).hf_calibrate
+    return getattr(found, "__func__", found) is not TransformersExport.hf_calibrate
 
 
 def exported(head: Head) -> TransformersExport:

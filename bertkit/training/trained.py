@@ -5,15 +5,17 @@ distillation run (``model.teacher``) learns from one."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from bertkit.data.datamodule import BertDataModule
 from bertkit.model.families import EncoderFamily, family_of
 from bertkit.model.weights import read_state_dict, renamed
 from bertkit.tasks.head import Head, exported
-from bertkit.tasks.task import task_from_spec
+from bertkit.tasks.task import Batch, task_from_spec
 from bertkit.training.checkpoints import load_checkpoint
 from bertkit.utils.io import atomic_path, read_json
 
@@ -79,6 +81,34 @@ def stored_max_length(stored: dict[str, Any], path: str | Path) -> int:
             "model reads input in is unknown; save it from a run with one (trainer.fit(model, datamodule))"
         )
     return data["max_length"]
+
+
+def run_validation_data(model: BertModule, stored: dict[str, Any], path: str | Path) -> BertDataModule:
+    """The validation data of the run that saved checkpoint ``path`` (``stored``, as
+    ``load_checkpoint`` reads it): its data module's saved settings with ``model``'s task and
+    tokenizer, set up for ``validate``.
+
+    Raises:
+        ValueError: the run had no data module or no validation data, or its validation file is
+            malformed (named); FileNotFoundError: the file is not where the run read it.
+    """
+    settings = {k: v for k, v in (stored.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
+    if not settings:
+        raise ValueError(f"{path}: records no data module settings (the run that saved it had no BertDataModule)")
+    data = BertDataModule(task=model.task, tokenizer=model.tokenizer, unpadded=bool(model.hparams.unpad), **settings)
+    data.check_files("validate")
+    data.setup("validate")
+    return data
+
+
+def validation_outputs(model: BertModule, data: BertDataModule) -> Iterator[tuple[dict[str, torch.Tensor], Batch]]:
+    """``model``'s outputs (eval mode, no gradients) and each batch of ``data``'s validation
+    loader, computed as they are iterated."""
+    model.eval()
+    for batch in data.val_dataloader():
+        with torch.inference_mode():
+            outputs = model(batch)
+        yield outputs, batch
 
 
 def load_trained(path: str | Path, device: str, model_class: type[BertModule]) -> tuple[BertModule, int]:

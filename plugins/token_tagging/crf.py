@@ -215,6 +215,15 @@ class CRF(nn.Module):
         """Viterbi tags (B, L), -1 past each sequence's end; arguments as ``nll``'s."""
         return viterbi(emissions, mask, *self.scores(free_start))
 
+    @torch.no_grad()
+    def absorb_emission_bias(self, bias: torch.Tensor) -> None:
+        """Take ``bias`` ((num_tags,)), added to every emission, back out of the transition scores
+        into each tag and the start scores: every tag sequence then scores what it scored before
+        the bias was added (in every row, ``free_start`` or not), so ``decode``, ``nll`` and
+        ``log_marginals`` give what they gave (forbidden moves aside, which stay forbidden)."""
+        self.transitions -= bias.to(self.transitions)  # transitions[i, j]: from tag i to tag j
+        self.start_transitions -= bias.to(self.start_transitions)
+
     @classmethod
     def from_export(cls, folder: str | Path) -> CRF:
         """The CRF of a ``bertkit export`` folder of a ``TokenTaggingHead(crf=True)``: tags from
