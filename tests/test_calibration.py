@@ -49,7 +49,9 @@ def test_an_absorbed_emission_bias_leaves_every_crf_decoding_as_it_was(scheme, s
     assert torch.equal(crf.decode(shifted, mask, free_start), before[0])
     torch.testing.assert_close(crf.nll(shifted, gold, mask, free_start), before[1], atol=1e-3, rtol=1e-4)
     # as probabilities: a forbidden tag's log-marginal is about FORBIDDEN, moved by the bias
-    torch.testing.assert_close(crf.log_marginals(shifted, mask, free_start).exp(), marginals.exp(), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        crf.log_marginals(shifted, mask, free_start).exp(), marginals.exp(), atol=1e-5, rtol=1e-4
+    )
     if scheme == "IOB2":  # the export's own pipeline, on each sentence
         for row, k in enumerate(lengths):
             theirs = best_path(shifted[row, :k], *iob2_scores(tags, *(s.detach() for s in crf.parameters())))

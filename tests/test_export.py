@@ -271,7 +271,9 @@ def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, 
 
 
 @pytest.mark.slow
-def test_an_export_without_the_runs_validation_data_says_so_or_fails_as_asked(sample_run, tmp_path, monkeypatch, capsys):
+def test_an_export_without_the_runs_validation_data_says_so_or_fails_as_asked(
+    sample_run, tmp_path, monkeypatch, capsys
+):
     """The run's validation file is not where the run read it: the export is written
     uncalibrated and says why; with ``--calibrate true`` it fails naming the file, writing nothing;
     ``--calibrate false`` says nothing of it."""
