@@ -225,8 +225,12 @@ def isolated(cwd: Path, env: dict[str, str], out: IO[str], err: IO[str]) -> Iter
     states = random.getstate(), np.random.get_state(), torch.get_rng_state()
     settings = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     matmul = torch.get_float32_matmul_precision()
-    handlers = [
-        h for h in _all_handlers() if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    handlers = [  # a handler left on a stream an earlier test's capture closed is left alone
+        h
+        for h in _all_handlers()
+        if isinstance(h, logging.StreamHandler)
+        and not isinstance(h, logging.FileHandler)
+        and not getattr(h.stream, "closed", False)
     ]
     streams = [h.stream for h in handlers]
     bertkit.plugins._pm = None  # entry points and BERTKIT_LOAD_PLUGINS are read anew, as at start-up

@@ -97,8 +97,24 @@ def test_batches_run_longest_first_and_outputs_keep_the_input_order(pooling):
 
     model = tiny(SequenceClassification(labels=["a", "b"]))
     texts = ["Oslo .", "EU rejects German call to boycott British lamb .", "Peter flew .", "A much longer line here ."]
-    alone = [embed_texts(model.encoder, model.tokenizer, [t], pooling=pooling)[0][0] for t in texts]
-    vectors, tokens, _ = embed_texts(model.encoder, model.tokenizer, texts, pooling=pooling, batch_size=2)
+    alone = [embed_texts(model.encoder, model.tokenizer, [t], 128, pooling=pooling)[0][0] for t in texts]
+    vectors, tokens, _ = embed_texts(model.encoder, model.tokenizer, texts, 128, pooling=pooling, batch_size=2)
     assert [len(t) for t in tokens] == [len(model.tokenizer.encode_batch([t])[0].input_ids) for t in texts]
     for got, want in zip(vectors, alone, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_checkpoints_features_are_cut_at_the_length_its_run_read(sample_run, tmp_path, caplog):
+    """``--checkpoint`` without ``--max_length``: lines are cut at the checkpoint's own
+    ``data.max_length`` (not a default of the command's); without a checkpoint, at 128."""
+    stored = torch.load(sample_run / "runs/ner/checkpoints/last.ckpt", map_location="cpu", weights_only=False)
+    stored["datamodule_hyper_parameters"]["max_length"] = 24
+    torch.save(stored, tmp_path / "short.ckpt")
+    (tmp_path / "in.txt").write_text("word " * 200 + "\nshort\n")
+    args = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "o.safetensors")]
+    assert main([*args, "--checkpoint", str(tmp_path / "short.ckpt")]) == 0
+    assert "longer than 24 tokens" in caplog.text
+    caplog.clear()
+    assert main(args) == 0
+    assert "longer than 128 tokens" in caplog.text

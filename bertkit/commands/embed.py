@@ -20,7 +20,7 @@ def embed(
     checkpoint: str | None = None,
     features: Features = "last",
     pooling: Pooling = "mean",
-    max_length: int = 128,
+    max_length: int | None = None,
     batch_size: int = 32,
     int8: bool = False,
 ) -> None:
@@ -42,6 +42,8 @@ def embed(
         features: last, second_to_last, sum_last_four or concat_last_four (Table 7).
         pooling: mean, cls or tokens.
         max_length: tokens per line, specials included; longer lines are truncated (with a warning).
+            Unset: with ``checkpoint``, the ``data.max_length`` its run read input with; else 128
+            (BERT's pre-training length for 90 % of its steps, Devlin et al. 2019, §A.2).
         batch_size: lines per forward pass.
         int8: run the encoder's linear layers in int8 (``bertkit.model.quantize``; CPU): faster, and
             the features move: compare them with float32's on your own texts before relying
@@ -50,7 +52,16 @@ def embed(
     import torch
     from safetensors.torch import save_file
 
-    from bertkit.api.app import PART_LINES, BertModule, embed_texts, family_of, read_parts, resolve_pretrained
+    from bertkit.api.app import (
+        PART_LINES,
+        BertModule,
+        embed_texts,
+        family_of,
+        load_checkpoint,
+        read_parts,
+        resolve_pretrained,
+        stored_max_length,
+    )
 
     target = Path(output)
     if target.suffix not in (".safetensors", ".jsonl"):
@@ -60,9 +71,12 @@ def embed(
     if checkpoint is not None:
         model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
         encoder, tokenizer = model.encoder, model.tokenizer
+        if max_length is None:
+            max_length = stored_max_length(load_checkpoint(checkpoint, mmap=True), checkpoint)
     else:
         directory = resolve_pretrained(pretrained)
         encoder, tokenizer = family_of(directory).from_pretrained(directory)
+    max_length = 128 if max_length is None else max_length
     if int8:
         from bertkit.api.app import quantize_linears
 
@@ -77,7 +91,7 @@ def embed(
     with partial.open("w", encoding="utf-8") if target.suffix == ".jsonl" else nullcontext() as out:
         for part in read_parts(input, PART_LINES):
             texts = [line for _, line in part]
-            vectors, tokens, cut = embed_texts(encoder, tokenizer, texts, features, pooling, max_length, batch_size)
+            vectors, tokens, cut = embed_texts(encoder, tokenizer, texts, max_length, features, pooling, batch_size)
             count, truncated, dims = count + len(texts), truncated + cut, vectors[0].shape[-1]
             part_sources = [f"{input}:{number}" for number, _ in part]
             if out is None:  # safetensors: one matrix, written at the end

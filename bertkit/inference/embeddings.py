@@ -19,19 +19,19 @@ def embed_texts(
     encoder: BertModel,
     tokenizer: BertTokenizer,
     texts: list[str],
+    max_length: int,
     features: Features = "last",
     pooling: Pooling = "mean",
-    max_length: int = 128,
     batch_size: int = 32,
 ) -> tuple[list[torch.Tensor], list[list[str]], int]:
     """Features of ``texts``, each encoded as ``[CLS] text [SEP]``. Texts are run longest first,
     ``batch_size`` at a time (little padding in a batch); the outputs keep the inputs' order.
 
     Args:
+        max_length: tokens per line, specials included; longer lines are truncated and counted.
         features: which layers (``bertkit.token_features``).
         pooling: ``mean`` over the line's tokens, ``[CLS]`` included (sentence-transformers'
             mean pooling), ``cls`` (the ``[CLS]`` vector), or ``tokens`` (no pooling).
-        max_length: tokens per line, specials included; longer lines are truncated and counted.
 
     Returns:
         (one (D,) tensor per text, or (T, D) with ``tokens``; the word pieces of each text; how
