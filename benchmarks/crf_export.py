@@ -27,8 +27,11 @@ import shlex
 import statistics
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import torch
 from common import fine_tune
 from inference_vs_transformers import bertkit_answers, pipeline_answers, score, texts_and_gold
 from provenance import commit, header
@@ -67,6 +70,28 @@ def read_export(folder: Path, texts: list[str], gold: list, readers: tuple[str, 
     return {k: round(v, 2) for k, v in scores.items()}
 
 
+def trained(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], Path, Path]]:
+    """Each run's settings, last checkpoint and work folder: trained here, or ``--checkpoints``
+    (their settings read from their hyper-parameters)."""
+    for index, checkpoint in enumerate(args.checkpoints or []):
+        stored = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+        task = stored["hyper_parameters"]["task"]["init_args"]
+        side = {"emission_loss_weight": task["emission_loss_weight"], "emission_target": task["emission_target"]}
+        yield {**side, "seed": stored["datamodule_hyper_parameters"]["seed"]}, checkpoint, args.work / f"given-{index}"
+    if args.checkpoints:
+        return
+    for weight, target in [(w, t) for w in args.weights for t in (args.targets if w else ["labels"])]:
+        for seed in args.seeds:
+            work = args.work / f"w{weight:g}-{target}-s{seed}"
+            options = [f"--seed_everything={seed}", f"--data.seed={seed}"]
+            options.append(f"--model.task.init_args.emission_loss_weight={weight}")
+            options.append(f"--model.task.init_args.emission_target={target}")
+            if args.epochs:
+                options += [f"--trainer.max_epochs={args.epochs}", "--trainer.limit_train_batches=1.0"]
+            side = {"emission_loss_weight": weight, "emission_target": target, "seed": seed}
+            yield side, fine_tune("recipes/ner.yaml", work, args.train_batches, *options), work
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train-batches", type=int, default=300)
@@ -88,6 +113,12 @@ def main() -> None:
         choices=(*READERS, UNCALIBRATED),
         help="which readers to score (an ablation's subset)",
     )
+    parser.add_argument(
+        "--checkpoints",
+        type=Path,
+        nargs="+",
+        help="read these NER checkpoints instead of training (--epochs, --seeds, --weights, --targets unused)",
+    )
     parser.add_argument("--work", type=Path, default=Path("runs/crf_export"))
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
@@ -99,27 +130,17 @@ def main() -> None:
     texts, gold = texts_and_gold("conll2003", data / TEST)
     bertkit = str(Path(sys.executable).with_name("bertkit"))
     runs = []
-    sides = [(w, t) for w in args.weights for t in (args.targets if w else ["labels"])]
-    for weight, target in sides:
-        for seed in args.seeds:
-            work = args.work / f"w{weight:g}-{target}-s{seed}"
-            options = [f"--seed_everything={seed}", f"--data.seed={seed}"]
-            options.append(f"--model.task.init_args.emission_loss_weight={weight}")
-            options.append(f"--model.task.init_args.emission_target={target}")
-            if args.epochs:
-                options += [f"--trainer.max_epochs={args.epochs}", "--trainer.limit_train_batches=1.0"]
-            checkpoint = fine_tune("recipes/ner.yaml", work, args.train_batches, *options)
-            subprocess.run([bertkit, "export", str(checkpoint), str(work / "export"), "--onnx", "false"], check=True)
-            side = {"emission_loss_weight": weight, "emission_target": target, "seed": seed}
-            if UNCALIBRATED in args.readers:
-                plain = work / "export-uncalibrated"
-                subprocess.run(
-                    [bertkit, "export", str(checkpoint), str(plain), "--onnx", "false", "--calibrate", "false"],
-                    check=True,
-                )
-                side[UNCALIBRATED] = read_export(plain, texts, gold, (READERS[1],))[READERS[1]]
-            runs.append({**side, **read_export(work / "export", texts, gold, tuple(args.readers))})
-            print(runs[-1], flush=True)
+    for side, checkpoint, work in trained(args):
+        subprocess.run([bertkit, "export", str(checkpoint), str(work / "export"), "--onnx", "false"], check=True)
+        if UNCALIBRATED in args.readers:
+            plain = work / "export-uncalibrated"
+            subprocess.run(
+                [bertkit, "export", str(checkpoint), str(plain), "--onnx", "false", "--calibrate", "false"], check=True
+            )
+            side[UNCALIBRATED] = read_export(plain, texts, gold, (READERS[1],))[READERS[1]]
+        runs.append({**side, **read_export(work / "export", texts, gold, tuple(args.readers))})
+        print(runs[-1], flush=True)
+    sides = list(dict.fromkeys((r["emission_loss_weight"], r["emission_target"]) for r in runs))
     summary = {}
     for weight, target in sides:
         rows = [r for r in runs if r["emission_loss_weight"] == weight and r["emission_target"] == target]
@@ -140,13 +161,14 @@ def main() -> None:
         "CRF NER export: entity F1 through bertkit vs transformers' pipeline, with and without the emission loss",
         "BERTKIT_DATA_DIR=../shared/data python benchmarks/crf_export.py " + shlex.join(sys.argv[1:]),
         measured,
-        repeats=len(args.seeds),
+        repeats=len(runs),
         transformers=transformers.__version__,
     )
     result["settings"] = {
-        "recipe": "recipes/ner.yaml", "seeds": args.seeds,
-        **({"epochs": args.epochs} if args.epochs else {"train_batches": args.train_batches}),
-        "repeats": len(args.seeds), "test_file": TEST, "sentences": len(texts),
+        "recipe": "recipes/ner.yaml", "seeds": sorted({r["seed"] for r in runs}),
+        **({"checkpoints": [str(c) for c in args.checkpoints]} if args.checkpoints else {}),
+        **({} if args.checkpoints else {"epochs": args.epochs} if args.epochs else {"train_batches": args.train_batches}),
+        "repeats": len(runs), "test_file": TEST, "sentences": len(texts),
     }  # fmt: skip
     result["summary"], result["runs"] = summary, runs
     with atomic_path(args.output) as tmp:
