@@ -2,7 +2,8 @@
 of one export read by bertkit (``Predictor``: the CRF's Viterbi path, as ``bertkit predict``) and
 by transformers' ``pipeline("token-classification")`` with ``aggregation_strategy`` "first"
 (on the export as ``bertkit export`` writes it, its emission biases fitted on eng.testa, and,
-as ``pipeline first, --calibrate false``, on one without them)
+as ``pipeline first, --calibrate false``, on one without them), by bertkit with the CRF taken off
+(each word's arg-max: where it and the plain pipeline differ, and where it and the CRF differ, by kind)
 (a word takes its first sub-word's tag: what the model was trained on) and "simple", and by the
 export's own pipeline (``pipeline(model=folder, trust_remote_code=True)``: ``crf_pipeline.py``,
 the CRF's Viterbi decoding inside transformers), for the NER
@@ -43,31 +44,72 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "crf_export.json"
 TEST = "ner/conll2003/eng.testb"
 READERS = ("bertkit (CRF Viterbi)", "pipeline first", "pipeline simple", "pipeline trust_remote_code (CRF)")
+ARGMAX = "bertkit (logits' arg-max)"
+"""bertkit's predictor with the CRF taken off the head: each word tagged by its first sub-word's
+arg-max, as the plain pipeline's ``"first"`` does, from bertkit's own word splitting."""
 UNCALIBRATED = "pipeline first, --calibrate false"
 """The plain pipeline on an export of the same checkpoint without ``bertkit export``'s emission
 biases (``--calibrate false``)."""
 
 
-def read_export(folder: Path, texts: list[str], gold: list, readers: tuple[str, ...] = READERS) -> dict[str, float]:
-    """Entity F1 of each of ``readers`` of the export in ``folder``."""
+def bertkit_read(folder: Path, texts: list[str], crf: bool = True) -> list:
+    """bertkit's entities in ``texts`` from the export in ``folder``: the CRF's path, or
+    (``crf=False``) each word's arg-max."""
+    loaded, found = Predictor.load(folder), []
+    if not crf:
+        loaded.head.crf = None  # the head then decodes each word by its arg-max
+    for start in range(0, len(texts), 32):
+        found += bertkit_answers("conll2003", texts[start : start + 32], loaded.predict(texts[start : start + 32]))
+    return found
+
+
+def differences(argmax: list, viterbi: list) -> dict[str, int]:
+    """The sentences where the arg-max's entities are not the CRF's, by what differs first: the
+    arg-max cuts one of the CRF's entities into several (another type or a new ``B-``), finds
+    entities the CRF does not (a lone ``I-``, say), misses some, or places bounds otherwise."""
+    kinds = dict.fromkeys(("cuts a CRF entity", "only the arg-max's entities", "only the CRF's", "other bounds"), 0)
+    for ours, theirs in zip(argmax, viterbi, strict=True):
+        if ours == theirs:
+            continue
+        extra, missing = ours - theirs, theirs - ours
+        if any(sum(s >= start and e <= end for _, s, e in extra) > 1 for _, start, end in missing):
+            kinds["cuts a CRF entity"] += 1
+        elif not missing:
+            kinds["only the arg-max's entities"] += 1
+        elif not extra:
+            kinds["only the CRF's"] += 1
+        else:
+            kinds["other bounds"] += 1
+    return kinds
+
+
+def read_export(folder: Path, texts: list[str], gold: list, readers: tuple[str, ...] = READERS) -> dict[str, Any]:
+    """Entity F1 of each of ``readers`` of the export in ``folder``; with bertkit's arg-max, the
+    sentences where it differs from the plain pipeline's ``"first"`` and from the CRF's path."""
     from transformers import pipeline
 
-    scores = {}
-    if READERS[0] in readers:
-        loaded, found = Predictor.load(folder), []
-        for start in range(0, len(texts), 32):
-            found += bertkit_answers("conll2003", texts[start : start + 32], loaded.predict(texts[start : start + 32]))
-        scores[READERS[0]] = score("conll2003", found, gold)
-        del loaded
+    scores: dict[str, Any] = {}
+    found = {}
+    if READERS[0] in readers or ARGMAX in readers:
+        found[READERS[0]] = bertkit_read(folder, texts)
+        scores[READERS[0]] = score("conll2003", found[READERS[0]], gold)
+    if ARGMAX in readers:
+        found[ARGMAX] = bertkit_read(folder, texts, crf=False)
+        scores[ARGMAX] = score("conll2003", found[ARGMAX], gold)
     for strategy in ("first", "simple"):
         if f"pipeline {strategy}" in readers:
             pipe = pipeline("token-classification", model=str(folder), device=-1, aggregation_strategy=strategy)
-            answers = pipeline_answers("conll2003", texts, pipe(texts, batch_size=32))
-            scores[f"pipeline {strategy}"] = score("conll2003", answers, gold)
+            found[f"pipeline {strategy}"] = pipeline_answers("conll2003", texts, pipe(texts, batch_size=32))
+            scores[f"pipeline {strategy}"] = score("conll2003", found[f"pipeline {strategy}"], gold)
+    if ARGMAX in found and "pipeline first" in found:
+        scores["sentences where pipeline first and bertkit's arg-max differ"] = sum(
+            a != p for a, p in zip(found[ARGMAX], found["pipeline first"], strict=True)
+        )
+        scores["sentences where the arg-max and the CRF differ"] = differences(found[ARGMAX], found[READERS[0]])
     if READERS[3] in readers:
         pipe = pipeline(model=str(folder), device=-1, trust_remote_code=True)
         scores[READERS[3]] = score("conll2003", pipeline_answers("conll2003", texts, pipe(texts, batch_size=32)), gold)
-    return {k: round(v, 2) for k, v in scores.items()}
+    return {k: round(v, 2) if isinstance(v, float) else v for k, v in scores.items()}
 
 
 def trained(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], Path, Path]]:
@@ -110,7 +152,7 @@ def main() -> None:
         "--readers",
         nargs="+",
         default=list(READERS),
-        choices=(*READERS, UNCALIBRATED),
+        choices=(*READERS, ARGMAX, UNCALIBRATED),
         help="which readers to score (an ablation's subset)",
     )
     parser.add_argument(
