@@ -152,8 +152,8 @@ class TransformersExport:
 
     def hf_calibrate(self, validation: Iterable[tuple[dict[str, torch.Tensor], Batch]]) -> str:
         """Adjust this head for ``hf_architecture``'s own decoding before ``bertkit export`` writes
-        it, without changing what bertkit decodes (a CRF tagger's emission biases for the plain
-        pipeline, ``bertkit_plugins.token_tagging.calibration``).
+        it, without changing what bertkit decodes (e.g. a CRF tagger fitting its emission biases
+        for transformers' plain ``token-classification`` pipeline).
 
         Args:
             validation: the head's outputs (``forward``'s, at the trained weights, in eval mode)
