@@ -45,7 +45,8 @@ def export(
             (``TransformersExport.hf_calibrate``: a CRF tagger fits its emission biases for the
             plain ``token-classification`` pipeline); unset: when the head does so and the
             run's validation data is where the run read it; true: a missing validation set is
-            an error.
+            an error. A calibrated export's logits are the checkpoint's plus what the head
+            fitted (a CRF tagger: one bias per tag); ``false`` keeps them as trained.
     """
     from bertkit.api.app import (
         BertModule,
