@@ -32,12 +32,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
 from common import fine_tune
 from inference_vs_transformers import bertkit_answers, pipeline_answers, score, texts_and_gold
 from provenance import commit, header
 
 from bertkit.inference.predictor import Predictor
+from bertkit.training.checkpoints import load_checkpoint
 from bertkit.utils.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +116,7 @@ def trained(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], Path, Pa
     """Each run's settings, last checkpoint and work folder: trained here, or ``--checkpoints``
     (their settings read from their hyper-parameters)."""
     for index, checkpoint in enumerate(args.checkpoints or []):
-        stored = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+        stored = load_checkpoint(checkpoint, mmap=True)
         task = stored["hyper_parameters"]["task"]["init_args"]
         side = {"emission_loss_weight": task["emission_loss_weight"], "emission_target": task["emission_target"]}
         yield {**side, "seed": stored["datamodule_hyper_parameters"]["seed"]}, checkpoint, args.work / f"given-{index}"

@@ -106,14 +106,19 @@ def test_batches_run_longest_first_and_outputs_keep_the_input_order(pooling):
 
 @pytest.mark.slow
 def test_a_checkpoints_features_are_cut_at_the_length_its_run_read(sample_run, tmp_path, caplog):
-    """``--checkpoint`` without ``--max_length``: lines are cut at the checkpoint's own
-    ``data.max_length`` (not a default of the command's); without a checkpoint, at 128."""
+    """``--checkpoint`` (a checkpoint or its export folder) without ``--max_length``: lines are
+    cut at the checkpoint's own ``data.max_length`` (not a default of the command's); without a
+    checkpoint, at 128."""
     stored = torch.load(sample_run / "runs/ner/checkpoints/last.ckpt", map_location="cpu", weights_only=False)
     stored["datamodule_hyper_parameters"]["max_length"] = 24
     torch.save(stored, tmp_path / "short.ckpt")
     (tmp_path / "in.txt").write_text("word " * 200 + "\nshort\n")
     args = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "o.safetensors")]
     assert main([*args, "--checkpoint", str(tmp_path / "short.ckpt")]) == 0
+    assert "longer than 24 tokens" in caplog.text
+    caplog.clear()
+    assert main(["export", str(tmp_path / "short.ckpt"), str(tmp_path / "export"), "--onnx", "false"]) == 0
+    assert main([*args, "--checkpoint", str(tmp_path / "export")]) == 0  # an export folder records it too
     assert "longer than 24 tokens" in caplog.text
     caplog.clear()
     assert main(args) == 0

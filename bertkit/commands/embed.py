@@ -38,7 +38,8 @@ def embed(
         output: ``.safetensors`` or ``.jsonl`` file to (over)write atomically.
         pretrained: a Hugging Face format directory, a registered model name or a Hub id
             (``org/name[@revision]``, ``bertkit.model.hub``).
-        checkpoint: a ``bertkit fit`` checkpoint whose (fine-tuned) encoder to use instead.
+        checkpoint: a ``bertkit fit`` checkpoint (or ``bertkit export`` folder) whose fine-tuned
+            encoder to use instead.
         features: last, second_to_last, sum_last_four or concat_last_four (Table 7).
         pooling: mean, cls or tokens.
         max_length: tokens per line, specials included; longer lines are truncated (with a warning).
@@ -57,10 +58,9 @@ def embed(
         BertModule,
         embed_texts,
         family_of,
-        load_checkpoint,
+        load_trained,
         read_parts,
         resolve_pretrained,
-        stored_max_length,
     )
 
     target = Path(output)
@@ -69,10 +69,9 @@ def embed(
     if pooling == "tokens" and target.suffix == ".safetensors":
         raise ValueError(f"{output}: --pooling tokens gives a matrix per line; write it to a .jsonl file")
     if checkpoint is not None:
-        model = BertModule.load_from_checkpoint(checkpoint, map_location="cpu")
+        model, trained_length = load_trained(checkpoint, "cpu", BertModule)
         encoder, tokenizer = model.encoder, model.tokenizer
-        if max_length is None:
-            max_length = stored_max_length(load_checkpoint(checkpoint, mmap=True), checkpoint)
+        max_length = trained_length if max_length is None else max_length
     else:
         directory = resolve_pretrained(pretrained)
         encoder, tokenizer = family_of(directory).from_pretrained(directory)

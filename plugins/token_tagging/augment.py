@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 from bertkit.api.task import atomic_path
 
-from .conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
+from .conll import Sentence, TagScheme, entities, read_tagged
 
 
 def mention_replacement(sentences: list[Sentence], copies: int = 1, seed: int = 0) -> list[list[str]]:
@@ -67,12 +66,7 @@ def augment(
         copies: new sentences per sentence that holds an entity.
         seed: seed of the random choices (the same seed, the same sentences).
     """
-    path = Path(file)
-    if path.suffix.lower() == ".jsonl":
-        sentences = read_tagged_jsonl(path, tag_scheme)
-    else:
-        sentences = read_conll(path, tag_scheme, tag_column)
-    made = mention_replacement(sentences, copies, seed)
+    made = mention_replacement(read_tagged(file, tag_scheme, tag_column), copies, seed)
     with atomic_path(output) as tmp, tmp.open("w", encoding="utf-8") as out:
         out.writelines(json.dumps({"tokens": words}, ensure_ascii=False) + "\n" for words in made)
     print(f"{len(made):,} sentences ({copies} per sentence of {file} with an entity) written to {output}")

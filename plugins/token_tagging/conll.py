@@ -246,3 +246,18 @@ def entities(tags: list[str]) -> list[tuple[str, int, int]]:
             start, kind = i, typ
         prev_tag, prev_type = flag, typ
     return found
+
+
+def read_tagged(
+    path: str | Path,
+    scheme: TagScheme = "IOB1",
+    tag_column: int = -1,
+    tokens_field: str = "tokens",
+    tags_field: str = "ner_tags",
+    labelled: bool = True,
+) -> list[Sentence]:
+    """A tagged file by its suffix: JSON Lines (``.jsonl``, ``read_tagged_jsonl``) or a CoNLL column
+    file (``read_conll``); arguments as theirs."""
+    if Path(path).suffix.lower() == ".jsonl":
+        return read_tagged_jsonl(path, scheme, tokens_field, tags_field, labelled)
+    return read_conll(path, scheme, tag_column, labelled)

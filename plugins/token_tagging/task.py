@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_conll, read_tagged_jsonl
+from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_tagged
 from bertkit_plugins.token_tagging.windows import Window, make_windows, owners
 
 from bertkit.api.task import (
@@ -153,10 +153,7 @@ class TokenClassification(Task):
     def read(self, path: Path, labelled: bool = True) -> list[Sentence]:
         """A CoNLL column file, or JSON Lines of tokenized sentences (``.jsonl``)."""
         hp = self.hparams
-        if Path(path).suffix.lower() == ".jsonl":
-            sentences = read_tagged_jsonl(path, hp.tag_scheme, hp.tokens_field, hp.tags_field, labelled)
-        else:
-            sentences = read_conll(path, hp.tag_scheme, hp.tag_column, labelled)
+        sentences = read_tagged(path, hp.tag_scheme, hp.tag_column, hp.tokens_field, hp.tags_field, labelled)
         self._check_types(sentences)
         return sentences
 
