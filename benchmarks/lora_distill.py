@@ -32,6 +32,11 @@ Sides, per task and seed, in this order:
   teacher tags the copies (its tags, not the gold ones, are what the student learns). ``…-xa2``:
   two copies of each such sentence (``bertkit augment --copies 2``), and so on.
 
+By default each task runs the recipes' defaults (``DEFAULT_SIDES``): ``full``, ``lora-r8`` and
+``lora-r4``, ``student`` and the student distilled as its recipe does it (NER:
+``student-distilled-t1-c-xa2``, ``ner_distill.yaml`` with two augmented copies; SST-2:
+``student-distilled-c``, ``sst2_distill.yaml``).
+
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on
 ``dev.tsv``: the test file has no labels). Each run trains one epoch of ``--batches`` batches of
 32, validation off, with ``seed_everything`` and ``data.seed`` set to the seed. Per run: the test
@@ -69,6 +74,11 @@ from bertkit.training.distillation import Teacher
 OUT = ROOT / "benchmarks" / "results" / "lora_distill.json"
 TASKS = {"ner": ("ner.yaml", "test/f1", {}), "sst2": ("sst2.yaml", "test/accuracy", {"data.test_file": "dev.tsv"})}
 SIDES = ("full", "lora-r8", "lora-r16", "student", "student-distilled")
+DEFAULT_SIDES = {  # the recipes' defaults: ner_lora.yaml's adapter (r 8) and its smallest within 1.0 (r 4); the
+    # students as ner_distill.yaml (T 1, two augmented copies tagged by the teacher) and sst2_distill.yaml run them
+    "ner": ("full", "lora-r8", "lora-r4", "student", "student-distilled-t1-c-xa2"),
+    "sst2": ("full", "lora-r8", "lora-r4", "student", "student-distilled-c"),
+}
 STUDENT_LAYERS = 2
 MIN_EPOCH_BATCHES = 438  # batches of 32 in an epoch of the smaller training set (eng.train's 14,041 sentences)
 TARGETS = {"qv": ["query", "value"], "attn": ["query", "key", "value"], "all": ["query", "key", "value", "dense"]}
@@ -262,7 +272,9 @@ def main() -> None:
     parser.add_argument("--student-batches", type=int, help="the student sides' batches (default: --batches)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--speed-batches", type=int, default=16)
-    parser.add_argument("--sides", nargs="+", default=list(SIDES), help="sides to run, in order (%(default)s)")
+    parser.add_argument(
+        "--sides", nargs="+", help=f"sides to run, in order (default: the recipes' defaults, per task: {DEFAULT_SIDES})"
+    )
     parser.add_argument("--lora-lr", type=float, help="the LoRA sides' learning rate (default: ner_lora.yaml's)")
     parser.add_argument("--rslora", action="store_true", help="rank-stabilised LoRA scaling on the LoRA sides")
     parser.add_argument("--out", type=Path, default=OUT, help="the result file (%(default)s)")
@@ -289,7 +301,8 @@ def main() -> None:
         print(json.dumps(child(task, side, int(seed), args, Path(work))))
         return
     provenance = started("lora_distill.py")
-    for side in args.sides:
+    sides_of = {task: list(args.sides or DEFAULT_SIDES[task]) for task in args.tasks}
+    for side in {s for sides in sides_of.values() for s in sides}:
         if (
             side not in SIDES
             and not re.fullmatch(r"student-x(?:a\d*)?", side)
@@ -299,11 +312,14 @@ def main() -> None:
             parser.error(
                 f"--sides {side}: expected one of {SIDES}, lora-r<rank>-<qv|attn|all> , student-distilled-a<alpha>-t<T>-h<w>-c, each student side with -x or -xa<copies>"
             )
-    if any(DISTILLED_SIDE.fullmatch(s) or TRANSFER_SIDE.fullmatch(s) for s in args.sides) and "full" not in args.sides:
+    if any(
+        any(DISTILLED_SIDE.fullmatch(s) or TRANSFER_SIDE.fullmatch(s) for s in sides) and "full" not in sides
+        for sides in sides_of.values()
+    ):
         parser.error("--sides student-distilled… and …-x need full (the teacher) before them")
     if args.teacher_seed is not None and (args.work is None or args.teacher_seed not in args.seeds):
         parser.error("--teacher-seed needs --work and one of --seeds")
-    runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in args.sides} for t in args.tasks}
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {t: {s: [] for s in sides_of[t]} for t in args.tasks}
     for task in args.tasks:
         for seed in sorted(args.seeds, key=lambda s: s != args.teacher_seed):  # the teacher's seed first
             with contextlib.ExitStack() as stack:
@@ -312,7 +328,7 @@ def main() -> None:
                     if args.work
                     else Path(stack.enter_context(tempfile.TemporaryDirectory()))
                 )
-                for side in args.sides:
+                for side in sides_of[task]:
                     if side == "full" and args.teacher_seed not in (None, seed):
                         continue
                     kept = work / side / "result.json"
@@ -352,7 +368,7 @@ def main() -> None:
         "batches": args.batches, "student_batches": args.student_batches or args.batches, "batch_size": 32, "warmup": args.warmup, "seeds": args.seeds,
         "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS,
         "teacher_defaults": {f.name: f.default for f in fields(Teacher) if f.name != "path"},
-        "sides": args.sides, "lora_lr": args.lora_lr, "rslora": args.rslora, "teacher_seed": args.teacher_seed,
+        "sides": sides_of, "lora_lr": args.lora_lr, "rslora": args.rslora, "teacher_seed": args.teacher_seed,
         "transfer_docs": args.transfer_docs,
     }  # fmt: skip
     result["tasks"] = table
