@@ -14,7 +14,10 @@ or Viterbi path (``emission_target`` ``labels`` / ``crf`` / ``viterbi``), over s
 Each run is the NER recipe (MiniLM, CRF) for one epoch of ``--train-batches`` batches or for
 ``--epochs`` whole epochs (the recipe's budget), validation off, with ``seed_everything`` and ``data.seed`` set to the seed, exported with
 ``bertkit export --onnx false``. F1 is micro entity F1 (exact type and word span) in percent,
-both sides read as word spans of the text (``inference_vs_transformers.word_spans``).
+both sides read as word spans of the text (``inference_vs_transformers.word_spans``). ``--web``
+also scores every reader on the test text with one web token put into each sentence (``web_text``:
+a URL, an e-mail address, a hashtag or an @-mention, outside the entities, tagged ``O``), where the
+text's word splitting is what differs most between readers.
 
     BERTKIT_DATA_DIR=../shared/data python benchmarks/crf_export.py   # writes benchmarks/results/crf_export.json
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shlex
 import statistics
 import subprocess
@@ -50,6 +54,36 @@ arg-max, as the plain pipeline's ``"first"`` does, from bertkit's own word split
 UNCALIBRATED = "pipeline first, --calibrate false"
 """The plain pipeline on an export of the same checkpoint without ``bertkit export``'s emission
 biases (``--calibrate false``)."""
+
+
+WEB = " (web tokens)"
+"""The suffix of a reader's score on ``web_text``'s sentences."""
+WEB_TOKENS = (
+    "https://www.reuters.com/world/europe/{n}/",
+    "http://news.bbc.co.uk/sport/hi/football/{n}.stm",
+    "www.example.org/results?id={n}&lang=en",
+    "desk{n}@reuters.com",
+    "j.smith.{n}@mail.example.co.uk",
+    "#WorldCup{n}",
+    "#Brexit",
+    "@ReutersSports",
+)
+"""The web tokens ``web_text`` draws from (``{n}``: a number drawn with them)."""
+
+
+def web_text(texts: list[str], gold: list, seed: int = 0) -> tuple[list[str], list]:
+    """``texts`` and ``gold`` with one web token (``WEB_TOKENS``) put in each sentence, at a word
+    boundary that no gold entity spans, drawn with ``seed``; the gold entities' word positions
+    after it move up by one."""
+    draw, texts_out, gold_out = random.Random(seed), [], []
+    for text, entities in zip(texts, gold, strict=True):
+        words = text.split(" ")
+        free = [i for i in range(len(words) + 1) if not any(s < i < e for _, s, e in entities)]
+        at = draw.choice(free)
+        token = draw.choice(WEB_TOKENS).format(n=draw.randrange(10, 10_000))
+        texts_out.append(" ".join([*words[:at], token, *words[at:]]))
+        gold_out.append({(kind, s + (s >= at), e + (s >= at)) for kind, s, e in entities})
+    return texts_out, gold_out
 
 
 def bertkit_read(folder: Path, texts: list[str], crf: bool = True) -> list:
@@ -161,6 +195,9 @@ def main() -> None:
         nargs="+",
         help="read these NER checkpoints instead of training (--epochs, --seeds, --weights, --targets unused)",
     )
+    parser.add_argument(
+        "--web", action="store_true", help="also score each reader on the test text with web tokens (web_text)"
+    )
     parser.add_argument("--work", type=Path, default=Path("runs/crf_export"))
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
@@ -170,6 +207,7 @@ def main() -> None:
     os.environ["BERTKIT_DATA_DIR"] = str(data)
     measured = commit()
     texts, gold = texts_and_gold("conll2003", data / TEST)
+    tests = {"": (texts, gold)} | ({WEB: web_text(texts, gold)} if args.web else {})
     bertkit = str(Path(sys.executable).with_name("bertkit"))
     runs = []
     for side, checkpoint, work in trained(args):
@@ -179,24 +217,29 @@ def main() -> None:
             subprocess.run(
                 [bertkit, "export", str(checkpoint), str(plain), "--onnx", "false", "--calibrate", "false"], check=True
             )
-            side[UNCALIBRATED] = read_export(plain, texts, gold, (READERS[1],))[READERS[1]]
-        runs.append({**side, **read_export(work / "export", texts, gold, tuple(args.readers))})
+            for name, (text, wanted) in tests.items():
+                side[UNCALIBRATED + name] = read_export(plain, text, wanted, (READERS[1],))[READERS[1]]
+        for name, (text, wanted) in tests.items():
+            side |= {k + name: v for k, v in read_export(work / "export", text, wanted, tuple(args.readers)).items()}
+        runs.append(side)
         print(runs[-1], flush=True)
     sides = list(dict.fromkeys((r["emission_loss_weight"], r["emission_target"]) for r in runs))
     summary = {}
     for weight, target in sides:
         rows = [r for r in runs if r["emission_loss_weight"] == weight and r["emission_target"] == target]
         summary[f"emission_loss_weight {weight:g}" + (f", emission_target {target}" if weight else "")] = {
-            reader: {"mean": round(statistics.mean(r[reader] for r in rows), 2),
-                     "sd": round(statistics.stdev(r[reader] for r in rows), 2) if len(rows) > 1 else None}
-            for reader in args.readers
+            reader + name: {"mean": round(statistics.mean(r[reader + name] for r in rows), 2),
+                            "sd": round(statistics.stdev(r[reader + name] for r in rows), 2) if len(rows) > 1 else None}
+            for name in tests for reader in args.readers
         }  # fmt: skip
-        for reader in (READERS[1], UNCALIBRATED):  # the goal: the plain pipeline within 0.5 of Viterbi
-            if {READERS[0], reader} <= set(args.readers):
-                gaps = [r[reader] - r[READERS[0]] for r in rows]
-                summary[next(reversed(summary))][f"{reader} - Viterbi"] = {
-                    "mean": round(statistics.mean(gaps), 2), "sd": round(statistics.stdev(gaps), 2) if len(gaps) > 1 else None
-                }  # fmt: skip
+        for name in tests:  # the goal: the plain pipeline within 0.5 of Viterbi
+            for reader in (READERS[1], UNCALIBRATED):
+                if {READERS[0], reader} <= set(args.readers):
+                    gaps = [r[reader + name] - r[READERS[0] + name] for r in rows]
+                    summary[next(reversed(summary))][f"{reader} - Viterbi{name}"] = {
+                        "mean": round(statistics.mean(gaps), 2),
+                        "sd": round(statistics.stdev(gaps), 2) if len(gaps) > 1 else None,
+                    }
     import transformers
 
     result = header(
@@ -211,6 +254,7 @@ def main() -> None:
         **({"checkpoints": [str(c) for c in args.checkpoints]} if args.checkpoints else {}),
         **({} if args.checkpoints else {"epochs": args.epochs} if args.epochs else {"train_batches": args.train_batches}),
         "repeats": len(runs), "test_file": TEST, "sentences": len(texts),
+        **({"web_tokens": list(WEB_TOKENS), "web_seed": 0} if args.web else {}),
     }  # fmt: skip
     result["summary"], result["runs"] = summary, runs
     with atomic_path(args.output) as tmp:
