@@ -244,7 +244,8 @@ def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, 
         " ".join(row.split()[0] for row in block.splitlines() if row and not row.startswith("-DOCSTART-"))
         for block in lines
     ]
-    texts = [t for t in texts if t][:60]
+    web = "Write to peter.blackburn@example.org , see https://www.example.org/oslo?id=2 , #Oslo or @Blackburn ."
+    texts = [t for t in texts if t][:60] + [web, "Peter Blackburn flew to Oslo . " + web]
     ours = [
         {(e["type"], e["start"], e["end"]) for e in r["entities"]}
         for r in Predictor.load(tmp_path / "out").predict(texts)
@@ -255,6 +256,12 @@ def test_the_exported_crf_pipeline_finds_the_entities_bertkit_finds(sample_run, 
     assert theirs == ours and sum(map(len, ours)) > 0
     plain = pipeline("token-classification", model=str(tmp_path / "out"), device=-1)
     assert type(plain).__name__ == "TokenClassificationPipeline" and len(plain(texts[:2])) == 2
+    # the plain pipeline reads a URL, e-mail address, hashtag or @-mention as one word, as bertkit
+    grouped = plain(web, aggregation_strategy="first")
+    whole = [m.span() for m in re.finditer(r"\S*[@#/]\S*", web)]
+    assert not any(a < e["start"] < b or a < e["end"] < b for e in grouped for a, b in whole)
+    pieces = plain.tokenizer(web).word_ids()
+    assert max(w for w in pieces if w is not None) + 1 == len(web.split())
     # pre-split words (those BERT's rules leave whole, so both readings have the same words): the
     # spans in the words joined by spaces, as the plain text's
     split = [t.split() for t in texts if all(re.fullmatch(r"\w+|[^\w\s]", w) for w in t.split())]

@@ -35,7 +35,7 @@ from bertkit.commands.serving import EmbedRequest, PredictRequest
 from bertkit.data.hf_datasets import HFSplits
 from bertkit.model.config import BertConfig
 from bertkit.model.families import EncoderFamily
-from bertkit.model.tokenizer import CJK, split_words
+from bertkit.model.tokenizer import CJK, WEB_TOKEN, WEB_WORDS, split_words
 from bertkit.model.weights import read_state_dict
 from bertkit.utils.io import atomic_dir, atomic_path
 from bertkit.utils.schema import parse, parse_json
@@ -334,6 +334,56 @@ def test_plain_text_words_follow_berts_basic_tokenizer(pieces, spaces) -> None:
     cjk = re.compile(CJK)
     assert sum(len(w) for w, _ in words if cjk.search(w)) == sum(1 for w, _ in words if cjk.search(w))
     assert "".join(w for w, _ in words) == "".join(text.split())  # every character kept, spaces dropped
+
+
+BERT_TEXT = st.text(
+    alphabet="abXY09_ .,;:!?()[]-'\"/\\$%&*+<=>^`{|}~#@\u00ab\u00bb\u2014\u201c\u00bf\u20ac\u00e9\u3000", max_size=40
+)
+WEB_TOKENS = st.one_of(
+    st.builds(
+        "{}{}.{}/{}".format,
+        st.sampled_from(["http://", "https://", "www.", "HTTPS://www."]),
+        st.from_regex(r"[a-z0-9]{1,8}(\.[a-z0-9-]{1,6}){0,2}", fullmatch=True),
+        st.sampled_from(["com", "co.uk", "lu"]),
+        st.from_regex(r"([a-z0-9_]{1,6}[/?=&.-]){0,4}[a-z0-9]{1,4}", fullmatch=True),
+    ),
+    st.from_regex(r"[a-z0-9][a-z0-9.+-]{0,8}@[a-z0-9]{1,8}(\.[a-z]{2,4}){1,2}", fullmatch=True),
+    st.from_regex(r"[#@][A-Za-z0-9_]{1,10}", fullmatch=True),
+)
+
+
+@settings(deadline=None)
+@given(text=BERT_TEXT)
+def test_text_words_are_berts_outside_web_tokens(text) -> None:
+    """``WEB_WORDS`` splits as BERT's pre-tokenizer does, except that what ``WEB_TOKEN`` matches
+    is one word made of exactly BERT's pieces there."""
+    import re
+
+    from tokenizers.pre_tokenizers import BertPreTokenizer
+
+    ours, berts = WEB_WORDS.pre_tokenize_str(text), BertPreTokenizer().pre_tokenize_str(text)
+    web = [(a, b) for w, (a, b) in ours if re.fullmatch(WEB_TOKEN, w)]
+    inside = [(w, (a, b)) for w, (a, b) in berts if any(s <= a and b <= e for s, e in web)]
+    assert [p for p in ours if p[1] not in web] == [p for p in berts if p not in inside]
+    for s, e in web:
+        assert "".join(w for w, (a, b) in inside if s <= a and b <= e) == text[s:e]
+
+
+@settings(deadline=None)
+@given(parts=st.lists(st.tuples(WEB_TOKENS, BERT_TEXT, st.sampled_from(["", "(", "\""]),
+                                st.sampled_from(["", ")", ".", ",", "!", "\"", "),"])), min_size=1, max_size=4))  # fmt: skip
+def test_a_url_email_hashtag_or_mention_in_text_is_one_word(parts) -> None:
+    """Between spaces, with punctuation around it, each URL, e-mail address, hashtag and
+    @-mention is one word of plain text (what a tagger tags, and what a gold corpus gives)."""
+    text, spans = "", []
+    for token, between, before, after in parts:
+        text += f"{between} {before}"
+        spans.append((len(text), len(text) + len(token)))
+        text += f"{token}{after} "
+    words = split_words(text)
+    assert all(text[a:b] == w for w, (a, b) in words)
+    for a, b in spans:
+        assert (text[a:b], (a, b)) in words, (text, text[a:b])
 
 
 def test_an_entity_inside_a_run_of_cjk_characters_can_be_tagged() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from bertkit import BertTokenizer
@@ -69,6 +71,34 @@ def test_pairs_truncation_offsets_word_ids(minilm_dir):
     enc = ours.encode(words, is_pretokenized=True)
     assert enc.word_ids == hf(words, is_split_into_words=True).word_ids()
     assert ours.encode(a).input_ids == hf(a)["input_ids"]  # truncation is off again afterwards
+
+
+def test_a_taggers_tokenizer_json_reads_text_as_the_words_bertkit_tags(minilm_dir, tmp_path):
+    """A tagger's export (``save(words=True)``): transformers' tokenizer splits text into the
+    words of ``split_words`` (a URL, e-mail address, hashtag or @-mention one word, its pieces
+    after the first ``##`` continuations, which the token-classification pipeline groups), with
+    the tokens bertkit encodes those words with; the plain ``save`` keeps BERT's own rules."""
+    from bertkit.model.tokenizer import split_words
+
+    text = "Mail desk@reuters.com or see https://www.reuters.com/world/x-1?id=2 (#Brexit), says @Reuters in U.S. news."
+    ours = BertTokenizer.from_pretrained(minilm_dir)
+    ours.save(tmp_path / "tagger", 512, words=True)
+    ours.save(tmp_path / "plain", 512)
+    for folder in ("tagger", "plain"):  # a model's config.json: transformers picks BERT's tokenizer class by it
+        shutil.copy(minilm_dir / "config.json", tmp_path / folder / "config.json")
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tagger"))
+    enc = hf(text)
+    words = split_words(text)
+    assert [tuple(enc.word_to_chars(w)) for w in range(len(words))] == [o for _, o in words]
+    assert max(w for w in enc.word_ids() if w is not None) == len(words) - 1
+    assert enc["input_ids"] == ours.encode([w for w, _ in words], is_pretokenized=True).input_ids
+    tokens = hf.convert_ids_to_tokens(enc["input_ids"])
+    url = next(i for i, (w, _) in enumerate(words) if w.startswith("https://"))
+    pieces = [t for t, w in zip(tokens, enc.word_ids(), strict=True) if w == url]
+    assert len(pieces) > 5 and all(t.startswith("##") for t in pieces[1:])
+    plain = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "plain"))
+    assert plain(text)["input_ids"] == ours.encode(text).input_ids
+    assert max(w for w in plain(text).word_ids() if w is not None) > len(words)
 
 
 def test_missing_vocab_is_named(tmp_path):

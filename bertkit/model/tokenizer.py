@@ -54,10 +54,29 @@ compatibility ideographs (Hiragana, Katakana and Hangul are not among them: they
 with spaces or split by the WordPiece vocabulary)."""
 
 
+WEB_TOKEN = r"(?i:https?://|www\.)\S*[\w/]|[\w.+-]+@\w[\w-]*(?:\.\w[\w-]*)+|(?<!\w)[#@]\w+"
+"""A URL (``http://``, ``https://`` or ``www.`` up to the next space, without trailing
+punctuation), an e-mail address, a hashtag or an @-mention: one word each where words are
+tagged (``split_words``, and a tagger's tokenizer, ``BertTokenizer.save(words=True)``). BERT's
+rules would make a word of every piece between punctuation characters, and a tagger would tag
+the pieces (``reuters`` in ``desk@reuters.com`` as an organisation); corpora that tag such text
+(WNUT, OntoNotes' web text) give each one word."""
+_PUNCTUATION = "\\p{P}!-/:-@\\[-`{-~"  # BERT's _is_punctuation: Unicode's P* and ASCII's other printables
+WEB_WORDS = pre_tokenizers.Sequence(
+    [
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Split(Regex(f"{WEB_TOKEN}|[^{_PUNCTUATION}]+|[{_PUNCTUATION}]"), "isolated", invert=True),
+    ]
+)
+"""BERT's pre-tokenizer (``BertPreTokenizer``: white space, and each punctuation character a
+word) with ``WEB_TOKEN``'s words kept whole."""
+
+
 def split_words(text: str) -> list[tuple[str, tuple[int, int]]]:
     """The words of plain text by BERT's basic-tokenizer rules (Devlin et al. 2019;
     google-research/bert ``BasicTokenizer``): white space separates words, and each punctuation
-    character and each CJK ideograph (``CJK``) is a word of its own.
+    character and each CJK ideograph (``CJK``) is a word of its own, except that a URL, an e-mail
+    address, a hashtag or an @-mention (``WEB_TOKEN``) is one word.
 
     Returns:
         ``(word, (start, end))`` per word, ``[start, end)`` character offsets into ``text``.
@@ -87,7 +106,7 @@ def unspaced_script(word: str) -> str | None:
     return next((name for name, pattern in _UNSPACED.items() if pattern.search(word)), None)
 
 
-_WORDS = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(CJK), "isolated"), pre_tokenizers.BertPreTokenizer()])
+_WORDS = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(CJK), "isolated"), WEB_WORDS])
 
 
 @dataclass
@@ -189,6 +208,16 @@ def _words_as_in_text(backend: Tokenizer) -> Tokenizer:
     return Tokenizer.from_str(json.dumps(spec)) if changed else backend
 
 
+def _web_words(backend: Tokenizer) -> Tokenizer:
+    """A copy of ``backend`` that keeps ``WEB_TOKEN``'s words whole (``WEB_WORDS``) where its
+    pre-tokenizer is BERT's (``BertPreTokenizer``); other backends are returned as they are."""
+    if not isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer):
+        return backend
+    copy = Tokenizer.from_str(backend.to_str())
+    copy.pre_tokenizer = WEB_WORDS
+    return copy
+
+
 class BertTokenizer:
     """The tokenizer of every encoder family: WordPiece, byte-level BPE or Unigram.
 
@@ -231,7 +260,8 @@ class BertTokenizer:
                 special_tokens=[cls, sep],
             )  # BERT's input template (Devlin et al. 2019, §3)
         self.templates = {pair: _read_template(backend, pair) for pair in (False, True)}
-        self._words = _words_as_in_text(backend)
+        self._web = _web_words(backend)  # what a word is where words are tagged
+        self._words = _words_as_in_text(self._web)
         self._trims = not isinstance(backend.pre_tokenizer, _SPACE_FREE)
 
     @staticmethod
@@ -263,17 +293,28 @@ class BertTokenizer:
         roles = {vocab[t] for t in self.special_tokens.values()}
         return frozenset(added | roles | {i for t, i in vocab.items() if BRACKETED.fullmatch(t)})
 
-    def save(self, directory: str | Path, model_max_length: int | None = None) -> None:
+    def save(self, directory: str | Path, model_max_length: int | None = None, words: bool = False) -> None:
         """Write ``tokenizer.json`` (and, for a WordPiece model, ``vocab.txt`` with ids in order)
         atomically into ``directory``; with ``model_max_length``, ``tokenizer_config.json`` too:
         the most tokens the model reads (its positions) and the special tokens, which
         ``transformers`` reads to truncate (without it, its tokenizer takes any length and a long
-        text fails inside the model)."""
+        text fails inside the model). With ``words`` (a tagger's export), the pre-tokenizer that
+        pre-split words are encoded with: text splits into the words bertkit tags (``split_words``:
+        a URL, e-mail address, hashtag or @-mention one word, its pieces ``##`` continuations that
+        transformers' pipelines group into it); ``tokenizer_config.json`` then names
+        ``PreTrainedTokenizerFast``, which reads ``tokenizer.json`` as it is (transformers 5's
+        ``BertTokenizer`` rebuilds BERT's own pre-tokenizer from the vocabulary)."""
         directory = Path(directory)
+        backend = self._web if words else self.backend
         with atomic_path(directory / "tokenizer.json") as tmp:
-            self.backend.save(str(tmp))
-        if model_max_length is not None:
-            config = {"model_max_length": model_max_length, **{f"{r}_token": t for r, t in self.special_tokens.items()}}
+            backend.save(str(tmp))
+        as_written = {"tokenizer_class": "PreTrainedTokenizerFast"} if backend is not self.backend else {}
+        if model_max_length is not None or as_written:
+            config = {
+                **as_written,
+                **({"model_max_length": model_max_length} if model_max_length is not None else {}),
+                **{f"{r}_token": t for r, t in self.special_tokens.items()},
+            }
             with atomic_path(directory / "tokenizer_config.json") as tmp:
                 tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         if not isinstance(self.backend.model, WordPiece):

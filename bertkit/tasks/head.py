@@ -127,6 +127,12 @@ class TransformersExport:
     """The ``transformers`` class whose checkpoint ``hf_state_dict`` completes (``config.json``'s
     ``architectures``), named for BERT; the encoder family names its own (``EncoderFamily.hf_architecture``)."""
 
+    hf_tags_words: bool = False
+    """True for a head that tags words (transformers' token classification): the export's
+    ``tokenizer.json`` then splits text into the words bertkit's taggers read (``split_words``),
+    so that a pipeline groups a URL's or an e-mail address's pieces into one word
+    (``BertTokenizer.save(words=True)``)."""
+
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """This head's tensors under ``hf_architecture``'s key names (``cls.*`` for
         ``BertForPreTraining``, ``classifier.*`` …): its export key map. Empty when no
@@ -168,7 +174,8 @@ class TransformersExport:
 
 
 EXPORT_MEMBERS = (
-    "onnx_outputs", "hf_architecture", "hf_state_dict", "hf_config", "hf_files", "hf_notes", "hf_calibrate"
+    "onnx_outputs", "hf_architecture", "hf_tags_words", "hf_state_dict", "hf_config", "hf_files", "hf_notes",
+    "hf_calibrate",
 )  # fmt: skip
 
 

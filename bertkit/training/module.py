@@ -609,7 +609,7 @@ class BertModule(pl.LightningModule):
         adapted = self._base_weights is not None
         encoder = without_adapters(self.encoder, merge=merge_adapters) if adapted else self.encoder
         save_encoder(encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames)
-        self.tokenizer.save(directory, self.encoder.config.max_length)
+        self.tokenizer.save(directory, self.encoder.config.max_length, words=export.hf_tags_words)
         for name, text in (export.hf_files() if head_state else {}).items():
             with atomic_path(Path(directory) / name) as tmp:
                 tmp.write_text(text, encoding="utf-8")

@@ -83,6 +83,7 @@ class TokenClassificationHead(Head, TransformersExport):
     """
 
     hf_architecture = "BertForTokenClassification"
+    hf_tags_words = True
     onnx_outputs = ("logits",)
 
     def __init__(
