@@ -65,11 +65,14 @@ _PUNCTUATION = "\\p{P}!-/:-@\\[-`{-~"  # BERT's _is_punctuation: Unicode's P* an
 WEB_WORDS = pre_tokenizers.Sequence(
     [
         pre_tokenizers.WhitespaceSplit(),
-        pre_tokenizers.Split(Regex(f"{WEB_TOKEN}|[^{_PUNCTUATION}]+|[{_PUNCTUATION}]"), "isolated", invert=True),
+        pre_tokenizers.Split(
+            Regex(f"(?:{WEB_TOKEN})(?=[{_PUNCTUATION}]|$)|[^{_PUNCTUATION}]+|[{_PUNCTUATION}]"), "isolated", invert=True
+        ),
     ]
 )
 """BERT's pre-tokenizer (``BertPreTokenizer``: white space, and each punctuation character a
-word) with ``WEB_TOKEN``'s words kept whole."""
+word) with ``WEB_TOKEN``'s words kept whole where they end where one of BERT's words ends (at
+punctuation or white space: ``@0€`` stays BERT's ``@``, ``0€``)."""
 
 
 def split_words(text: str) -> list[tuple[str, tuple[int, int]]]:
