@@ -96,6 +96,10 @@ def test_a_taggers_tokenizer_json_reads_text_as_the_words_bertkit_tags(minilm_di
     url = next(i for i, (w, _) in enumerate(words) if w.startswith("https://"))
     pieces = [t for t, w in zip(tokens, enc.word_ids(), strict=True) if w == url]
     assert len(pieces) > 5 and all(t.startswith("##") for t in pieces[1:])
+    again = BertTokenizer.from_pretrained(tmp_path / "tagger")  # an export read back, saved as a plain one
+    again.save(tmp_path / "again", 512)
+    shutil.copy(minilm_dir / "config.json", tmp_path / "again" / "config.json")
+    assert transformers.AutoTokenizer.from_pretrained(str(tmp_path / "again"))(text)["input_ids"] == enc["input_ids"]
     plain = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "plain"))
     assert plain(text)["input_ids"] == ours.encode(text).input_ids
     assert max(w for w in plain(text).word_ids() if w is not None) > len(words)

@@ -304,14 +304,18 @@ class BertTokenizer:
         text fails inside the model). With ``words`` (a tagger's export), the pre-tokenizer that
         pre-split words are encoded with: text splits into the words bertkit tags (``split_words``:
         a URL, e-mail address, hashtag or @-mention one word, its pieces ``##`` continuations that
-        transformers' pipelines group into it); ``tokenizer_config.json`` then names
-        ``PreTrainedTokenizerFast``, which reads ``tokenizer.json`` as it is (transformers 5's
-        ``BertTokenizer`` rebuilds BERT's own pre-tokenizer from the vocabulary)."""
+        transformers' pipelines group into it). A WordPiece ``tokenizer.json`` whose pre-tokenizer
+        is not BERT's (that one, or one read back from such an export) names
+        ``PreTrainedTokenizerFast`` in ``tokenizer_config.json``, which reads ``tokenizer.json`` as
+        it is (transformers 5's ``BertTokenizer`` rebuilds BERT's own pre-tokenizer)."""
         directory = Path(directory)
         backend = self._web if words else self.backend
         with atomic_path(directory / "tokenizer.json") as tmp:
             backend.save(str(tmp))
-        as_written = {"tokenizer_class": "PreTrainedTokenizerFast"} if backend is not self.backend else {}
+        own = isinstance(backend.model, WordPiece) and not isinstance(
+            backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer
+        )
+        as_written = {"tokenizer_class": "PreTrainedTokenizerFast"} if own else {}
         if model_max_length is not None or as_written:
             config = {
                 **as_written,
