@@ -62,14 +62,24 @@ rules would make a word of every piece between punctuation characters, and a tag
 the pieces (``reuters`` in ``desk@reuters.com`` as an organisation); corpora that tag such text
 (WNUT, OntoNotes' web text) give each one word."""
 _PUNCTUATION = "\\p{P}!-/:-@\\[-`{-~"  # BERT's _is_punctuation: Unicode's P* and ASCII's other printables
-WEB_WORDS = pre_tokenizers.Sequence(
-    [
-        pre_tokenizers.WhitespaceSplit(),
-        pre_tokenizers.Split(
-            Regex(f"(?:{WEB_TOKEN})(?=[{_PUNCTUATION}]|$)|[^{_PUNCTUATION}]+|[{_PUNCTUATION}]"), "isolated", invert=True
-        ),
-    ]
-)
+
+
+def web_words() -> pre_tokenizers.PreTokenizer:
+    """A new ``WEB_WORDS`` (each tokenizer gets its own: a shared pre-tokenizer is one lock that
+    every tokenizer's threads take)."""
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Split(
+                Regex(f"(?:{WEB_TOKEN})(?=[{_PUNCTUATION}]|$)|[^{_PUNCTUATION}]+|[{_PUNCTUATION}]"),
+                "isolated",
+                invert=True,
+            ),
+        ]
+    )
+
+
+WEB_WORDS = web_words()
 """BERT's pre-tokenizer (``BertPreTokenizer``: white space, and each punctuation character a
 word) with ``WEB_TOKEN``'s words kept whole where they end where one of BERT's words ends (at
 punctuation or white space: ``@0€`` stays BERT's ``@``, ``0€``)."""
@@ -109,7 +119,7 @@ def unspaced_script(word: str) -> str | None:
     return next((name for name, pattern in _UNSPACED.items() if pattern.search(word)), None)
 
 
-_WORDS = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(CJK), "isolated"), WEB_WORDS])
+_WORDS = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(CJK), "isolated"), web_words()])
 
 
 @dataclass
@@ -217,7 +227,7 @@ def _web_words(backend: Tokenizer) -> Tokenizer:
     if not isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer):
         return backend
     copy = Tokenizer.from_str(backend.to_str())
-    copy.pre_tokenizer = WEB_WORDS
+    copy.pre_tokenizer = web_words()
     return copy
 
 
