@@ -151,12 +151,55 @@ class Forked:
             while self.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.05)
             if self.returncode is None:
-                os.kill(self.pid, signal.SIGKILL)
-                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+                self._kill()
             out, err = (path.read_text() if path.exists() else "" for path in (self.out, self.err))
             shutil.rmtree(self.folder, ignore_errors=True)
             self.ended = subprocess.CompletedProcess(["bertkit", *self.args], self.returncode, out, err)
         return self.ended
+
+    def _kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+
+class Spawned(Forked):
+    """``bertkit ARGS`` run by the console script in a new interpreter and a session of its own,
+    for servers: their worker processes start from a clean process, not from a fork of a pytest
+    worker whose threads may hold locks. ``wait`` ends the whole session, so no worker of a
+    killed server outlives the test."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
+        full_env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
+        self.args, self.returncode, self.ended = args, None, None
+        self.folder = Path(tempfile.mkdtemp(prefix="spawned-"))
+        self.out, self.err = self.folder / "stdout", self.folder / "stderr"
+        exe = str(Path(sys.executable).with_name("bertkit"))
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.popen = subprocess.Popen(
+                [exe, *args], cwd=cwd, env=full_env, stdout=out, stderr=err, start_new_session=True
+            )
+        self.pid = self.popen.pid
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.popen.poll()
+        return self.returncode
+
+    def wait(self, timeout: float = 900) -> subprocess.CompletedProcess:
+        try:
+            return super().wait(timeout)
+        finally:
+            self._end_session()
+
+    def _kill(self) -> None:
+        self._end_session()
+        self.returncode = self.popen.wait()
+
+    def _end_session(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:  # every process of the session has ended
+            pass
 
 
 def _fresh_signals() -> None:

@@ -33,7 +33,7 @@ from bertkit.inference.onnx import export_onnx
 from bertkit.inference.predictor import Predictor
 from bertkit.training.callbacks import prediction_records
 from bertkit.training.trained import save_serving_config
-from tests.conftest import FAST, RECIPE, Forked, run_bertkit
+from tests.conftest import FAST, RECIPE, Forked, Spawned, run_bertkit
 from tests.test_export import tiny
 
 LONG = " ".join(["Peter Blackburn flew from Oslo to Paris on Tuesday ."] * 12)  # > 32 tokens: windows
@@ -262,12 +262,12 @@ def ner_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @contextmanager
 def serving(
     checkpoint: Path, cwd: Path, *options: str, env: dict[str, str] | None = None
-) -> Iterator[tuple[int, Forked]]:
-    """``bertkit serve CHECKPOINT OPTIONS`` in a process of its own (``Forked``, with ``env``
-    added to this one's; LitServe starts its model processes anew), once /health answers:
+) -> Iterator[tuple[int, Spawned]]:
+    """``bertkit serve CHECKPOINT OPTIONS`` in a new process and session (``Spawned``, with
+    ``env`` added to this one's), once /health answers:
     (port, process). Stopped with SIGTERM at the end (killed if it has not exited 60 s later)."""
     port = _free_port()
-    server = Forked(["serve", str(checkpoint), "--port", str(port), *options], cwd, env)
+    server = Spawned(["serve", str(checkpoint), "--port", str(port), *options], cwd, env)
     given = {**os.environ, **(env or {})}
     key = {"X-API-Key": given["BERTKIT_API_KEY"]} if "BERTKIT_API_KEY" in given else {}
     try:
