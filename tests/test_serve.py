@@ -653,15 +653,17 @@ SCRIPTS = st.sampled_from(
 
 
 @settings(max_examples=40, deadline=None)
-@given(words=st.lists(SCRIPTS, min_size=1, max_size=30), spaced=st.booleans())
-def test_a_request_is_counted_in_tokens_for_every_script_before_its_windows_are_made(words, spaced) -> None:
-    """The pre-check counts the texts' tokens (``count_tokens``), never more than the windows
-    featurizing makes, whatever the script: a text without spaces is no single word."""
+@given(words=st.lists(SCRIPTS, min_size=1, max_size=30), spaced=st.booleans(), tagger=st.booleans())
+def test_a_request_is_counted_in_tokens_for_every_script_before_its_windows_are_made(words, spaced, tagger) -> None:
+    """The pre-check counts the texts' tokens (``Predictor.least_tokens``), never more than the
+    windows featurizing makes, whatever the script (a text without spaces is no single word) and
+    whether the task reads the words of a text in windows (a tagger: a URL one word) or truncates
+    the text (a classifier)."""
     from bertkit.commands.serving import Batching, PredictAPI
 
     text = (" " if spaced else "").join(words)
-    predictor = _tiny_predictor()
-    counted = sum(predictor.tokenizer.count_tokens([text]))
+    predictor = _tiny_predictor() if tagger else _tiny_predictor(SequenceClassification(labels=["neg", "pos"]))
+    counted = predictor.least_tokens([text])
     assert 0 < counted <= predictor.featurize(predictor.examples([text])).tokens
     api = PredictAPI("unused", "torch", Batching(max_request_tokens=max(counted - 1, 1)))
     api.predictors = {"default": predictor}
@@ -685,16 +687,18 @@ def test_a_long_text_without_spaces_is_refused_in_a_moment() -> None:
     assert refusal.status == 413 and "at least 250,000 tokens" in refusal.detail and time.monotonic() - started < 10
 
 
-_PREDICTOR: list[Predictor] = []
+_PREDICTORS: dict[str, Predictor] = {}
 
 
-def _tiny_predictor() -> Predictor:
-    if not _PREDICTOR:
+def _tiny_predictor(task: Any = None) -> Predictor:
+    """A tiny model's predictor (made once per task class): a tagger of ``PER`` by default."""
+    task = task or TokenClassification(["PER"])
+    if type(task).__name__ not in _PREDICTORS:
         from bertkit import BertModule
 
-        model = BertModule(TokenClassification(["PER"]), pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
-        _PREDICTOR.append(Predictor.from_model(model.eval(), max_length=128))
-    return _PREDICTOR[0]
+        model = BertModule(task, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
+        _PREDICTORS[type(task).__name__] = Predictor.from_model(model.eval(), max_length=128)
+    return _PREDICTORS[type(task).__name__]
 
 
 async def _asgi_post(app: Any, path: str, body: bytes) -> int:

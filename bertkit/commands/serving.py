@@ -324,10 +324,11 @@ class PredictAPI(_ModelAPI):
         if predictor is None:
             raise ValueError(f"adapter: {body.adapter!r} is not served; expected one of {sorted(self.predictors)}")
         inputs = body.listed()
-        texts = request_texts(inputs)
         # the texts' own tokens, counted in Rust (every script: 250,000 ideographs are 250,000 tokens, one
-        # "word" by spaces): a lower bound of their windows' tokens, refused before any window is made
-        self.check_work(sum(predictor.tokenizer.count_tokens(texts)), "at least")
+        # "word" by spaces): a lower bound of their windows' tokens, refused before any window is made.
+        # Records (a task's own fields, such as a question truncated to max_query_length) are counted
+        # once featurized.
+        self.check_work(predictor.least_tokens([x for x in inputs if isinstance(x, str)]), "at least")
         featurized = predictor.featurize(predictor.examples(inputs))
         self.check_work(featurized.tokens)
         return body.adapter, featurized

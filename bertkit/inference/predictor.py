@@ -289,6 +289,14 @@ class Predictor:
             raise ValueError(f"inputs: {type(task).__name__} read {len(examples)} examples from {len(inputs)} inputs")
         return examples
 
+    def least_tokens(self, texts: list[str]) -> int:
+        """A lower bound of the tokens featurizing ``texts`` makes (specials and window overlaps
+        not counted), from their token counts (``BertTokenizer.count_tokens``, in Rust, no window
+        built): each text's whole count where the task reads all of a long text (``Task.windowed``),
+        else at most ``max_length`` of it (the task truncates)."""
+        counts = self.tokenizer.count_tokens(texts)
+        return sum(counts) if self.task.windowed else sum(min(n, self.max_length) for n in counts)
+
     def predict(self, inputs: list[Request]) -> list[dict[str, Any]]:
         """One record per input, as ``bertkit predict`` writes them (entities with character
         offsets, labels with probabilities, answers …).

@@ -479,10 +479,18 @@ class BertTokenizer:
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """The number of tokens of each text, specials excluded (``tokenizers``' batch encoding, in
-        Rust, nothing else built): the unit a work budget is counted in, exact for every script,
-        found at a small share of featurizing's cost (``bertkit serve`` refuses a request over its
-        budget with it before any windows are made)."""
-        return [len(e.ids) for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+        Rust, nothing else built): the unit a work budget is counted in, for every script, found
+        at a small share of featurizing's cost (``bertkit serve`` refuses a request over its
+        budget with it before any windows are made). Text is read as text (``encode``) or as the
+        words a tagger reads (``split_words``: a URL one word, which may be one ``[UNK]`` where
+        BERT's words make several pieces); the count is the smaller of the two, so that it never
+        exceeds the tokens either reading makes."""
+        texts = list(texts)
+        counts = [len(e.ids) for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+        if self._web is self.backend:
+            return counts
+        words = self._web.encode_batch(texts, add_special_tokens=False)
+        return [min(n, len(e.ids)) for n, e in zip(counts, words, strict=True)]
 
     def tokenize(self, texts: list[str] | list[list[str]], is_pretokenized: bool = False) -> list[Encoded]:
         """Tokens of many texts, without specials (batched): the input of window builders.

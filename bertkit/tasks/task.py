@@ -103,6 +103,12 @@ class Task(ABC):
     (``{"question", "context"}`` for question answering), for clients such as ``bertkit serve``'s
     page; empty: the task is asked with lines of text (``read_text_lines``)."""
 
+    windowed: ClassVar[bool] = False
+    """Whether ``featurize`` reads every token of a long text, in overlapping windows (a tagger's
+    ``stride``), rather than its first ``max_length`` tokens: ``bertkit serve`` then refuses a
+    request over its token budget from the texts' token count alone, before any window is made
+    (``Predictor.least_tokens``)."""
+
     aliases: ClassVar[tuple[str, ...]] = ()
     """Class paths this class answered to in earlier releases: a checkpoint or export folder
     that names one of them loads it (``bertkit.plugins.stored_class``)."""

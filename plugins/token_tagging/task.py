@@ -94,6 +94,7 @@ class TokenClassification(Task):
 
     data_settings = ("tag_scheme", "tag_column", "tokens_field", "tags_field")
     token_keys = frozenset({"labels", "word_index"})
+    windowed = True  # a sentence longer than max_length is read in windows of stride overlap
 
     def __init__(
         self,
