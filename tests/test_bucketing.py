@@ -178,8 +178,8 @@ def test_reduce_overhead_needs_the_padded_encoder():
 @pytest.mark.slow
 def test_reduce_overhead_blocks_compute_what_eager_ones_do(tmp_path):
     """``model.compile reduce-overhead`` (static shapes; CUDA graphs on a GPU, inductor alone on
-    the CPU): on bucketed batches of several lengths, and one seen again, the logits, loss and every gradient of eager
-    blocks (1e-4), and the state-dict keys unchanged."""
+    the CPU): on bucketed batches of two lengths, and the first seen again, the logits, loss and every gradient of
+    eager blocks (1e-4), and the state-dict keys unchanged."""
     runs = []
     for compiled in (False, "reduce-overhead"):
         run, _ = _run(("ner.yaml",), tmp_path, {"model.compile": compiled}, 8)
@@ -190,7 +190,7 @@ def test_reduce_overhead_blocks_compute_what_eager_ones_do(tmp_path):
     assert runs[0].model.state_dict().keys() == runs[1].model.state_dict().keys()
     loader = runs[0].datamodule.val_dataloader()
     everything = list(loader)  # longest first
-    batches = [everything[0], everything[len(everything) // 2], everything[-1], everything[0]]
+    batches = [everything[0], everything[-1], everything[0]]  # each compiled shape costs seconds of inductor
     assert len({b["input_ids"].shape[1] for b in batches}) > 1  # more than one compiled shape
     for batch in batches:
         results = []
