@@ -362,6 +362,9 @@ def _all_handlers() -> list[logging.Handler]:
     return [h for logger in loggers for h in logger.handlers]
 
 
+# A tiny random encoder (2 x 128) with MiniLM's vocabulary: for runs whose subject is not the pre-trained weights.
+TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
+
 # Small settings so a whole fit on the bundled sample takes seconds.
 FAST = [
     "--trainer.max_epochs=1",

@@ -16,11 +16,10 @@ import pytest
 import torch
 
 from bertkit.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TINY
 
 R = ROOT / "recipes"
 NER, SST2, SQUAD, PRETRAIN = (str(R / f"{n}.yaml") for n in ("ner", "sst2", "squad", "pretrain_bert"))
-TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
 QUICK = ["--trainer.max_steps=1", "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 CONLL_OK = "EU B-ORG\nrejects O\nGerman B-MISC\ncall O\n\nPeter B-PER\nBlackburn I-PER\n"
 TSV_OK = "sentence\tlabel\na fine film\t1\na dull film\t0\n"

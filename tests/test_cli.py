@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertkit import BertModule
-from tests.conftest import FAST, RECIPE, run_bertkit
+from tests.conftest import FAST, RECIPE, TINY, run_bertkit
 
 
 def predict_text(run_dir, text, *extra: str):
@@ -282,9 +282,8 @@ def test_the_summary_says_one_thing_per_fact_and_why_no_validation_ran(tmp_path)
 def test_a_command_refuses_a_launcher_whose_processes_it_could_not_report_on(tmp_path, command, strategy):
     """Fork and spawn launchers run the work in child processes: the command's own process would
     report no step, checkpoint or output (they are for notebooks)."""
-    tiny = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
     two = [f"--trainer.strategy={strategy}", "--trainer.devices=2", "--trainer.accelerator=cpu"]
-    proc = run_bertkit(command, "--config", str(RECIPE), *tiny, *two, cwd=tmp_path, check=False)
+    proc = run_bertkit(command, "--config", str(RECIPE), *TINY, *two, cwd=tmp_path, check=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"trainer.strategy: {strategy} runs bertkit {command} in processes it" in proc.stderr
     assert "pass --trainer.strategy ddp" in proc.stderr and not (tmp_path / "runs/ner/checkpoints").exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_forked
+from tests.conftest import RECIPE, ROOT, TINY, notebook, run_bertkit, run_bertkit_forked
 from tests.test_qa_train import toy_squad
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]  # two processes each (DDP)
@@ -114,7 +114,6 @@ def test_classification_scores_every_example_once_on_two_processes(tmp_path):
     assert {"val/accuracy", "val/f1", "val/mcc", "val/f1_0", "val/f1_1"} <= set(one) and one == pytest.approx(two)
 
 
-TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
 # Every head's fit under DDP: tests/test_ddp_equality.py (the same steps as one process).
 
 

@@ -20,13 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import RECIPE, ROOT, notebook
+from tests.conftest import RECIPE, ROOT, TINY, notebook
 from tests.equal import NoDropoutStepLosses
 from tests.test_qa_train import toy_squad
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]
 
-TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
 LOSS_TOLERANCE = 1e-5  # relative, per step
 WEIGHT_TOLERANCE = 1e-5  # absolute, every weight but NO_GRADIENT's
 # A softmax over positions does not change when every position's logit moves by the same amount,

@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 from bertkit import BertModule, compose
 from bertkit.training.distillation import Distiller, Teacher, hidden_state_loss, matched_layers, soft_target_loss
 from bertkit.training.trained import save_serving_config
-from tests.conftest import FAST, RECIPE, run_bertkit
+from tests.conftest import FAST, RECIPE, TINY, run_bertkit
 from tests.family_parity import batch
 
-TINY = dict(pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
+TINY_ENCODER = dict(pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2")
 HEADS = {
     "tags": (lambda: TokenClassification(entity_types=["PER", "LOC"], crf=False), False),
     "tags_crf": (lambda: TokenClassification(entity_types=["PER", "LOC"], crf=True), False),
@@ -107,7 +107,7 @@ def _labelled(model: BertModule, pairs: bool) -> dict:
 def test_a_student_learns_nothing_from_itself_and_something_from_another(head, tmp_path):
     make, pairs = HEADS[head]
     torch.manual_seed(0)
-    student = BertModule(make(), **TINY)
+    student = BertModule(make(), **TINY_ENCODER)
     student.save_pretrained(tmp_path / "same")
     save_serving_config(student, tmp_path / "same", 64)
     inputs = _labelled(student, pairs)
@@ -135,13 +135,13 @@ def test_a_teacher_of_another_vocabulary_task_or_without_targets_is_refused(tmp_
     )
     roberta.save_pretrained(tmp_path / "roberta-export")
     save_serving_config(roberta, tmp_path / "roberta-export", 64)
-    student = BertModule(TokenClassification(entity_types=["PER"]), **TINY)
+    student = BertModule(TokenClassification(entity_types=["PER"]), **TINY_ENCODER)
     with pytest.raises(
         ValueError,
         match=rf"model.teacher {re.escape(str(tmp_path / 'roberta-export'))}: its vocabulary \(\d+ tokens, .*is not the student's \(30522 tokens, all-MiniLM-L6-v2\)",
     ):
         Distiller(Teacher(path=str(tmp_path / "roberta-export")), student)
-    other = BertModule(SequenceClassification(labels=["a", "b"]), **TINY)
+    other = BertModule(SequenceClassification(labels=["a", "b"]), **TINY_ENCODER)
     other.save_pretrained(tmp_path / "classifier")
     save_serving_config(other, tmp_path / "classifier", 64)
     with pytest.raises(
@@ -149,7 +149,7 @@ def test_a_teacher_of_another_vocabulary_task_or_without_targets_is_refused(tmp_
         match=r"a bertkit_plugins.sequence_classification.task.SequenceClassification model, but the student's task is bertkit_plugins.token_tagging",
     ):
         Distiller(Teacher(path=str(tmp_path / "classifier")), student)
-    regression = BertModule(SequenceClassification(problem_type="regression"), **TINY)
+    regression = BertModule(SequenceClassification(problem_type="regression"), **TINY_ENCODER)
     regression.save_pretrained(tmp_path / "regression")
     save_serving_config(regression, tmp_path / "regression", 64)
     distiller = Distiller(Teacher(path=str(tmp_path / "regression")), regression)
@@ -175,7 +175,7 @@ def _final(folder: Path) -> tuple[dict, list[dict]]:
 def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_export(tmp_path, sample_run):
     checkpoint = sample_run / "runs/ner/checkpoints/last.ckpt"  # the teacher: MiniLM, the NER recipe
     run_bertkit("export", str(checkpoint), str(tmp_path / "teacher-export"), "--onnx", "false", cwd=tmp_path)
-    student = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
+    student = [*TINY, *FAST]
     student.append("--trainer.log_every_n_steps=1")
     transfer = tmp_path / "transfer"  # text the teacher tags, trained on beside the gold sentences
     transfer.mkdir()
@@ -284,7 +284,7 @@ def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, le
     make, pairs = HEADS[head]
     torch.manual_seed(seed)
     task = make()
-    teacher = BertModule(task, **TINY).eval()
+    teacher = BertModule(task, **TINY_ENCODER).eval()
     features = _features(lengths, pairs, seed)
     if head == "sentences":
         for i, f in enumerate(features):
@@ -326,7 +326,7 @@ def test_a_cached_teacher_trains_as_the_teacher_on_each_batch_and_is_read_by_the
     run_bertkit("fit", "--config", str(RECIPE), *FAST, "--model.pretrained=null", "--model.preset=tiny",
                 "--model.vocab_file=all-MiniLM-L6-v2", "--trainer.default_root_dir=teacher", cwd=tmp_path)  # fmt: skip
     teacher = next((tmp_path / "teacher").rglob("last.ckpt"))
-    student = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2", *FAST]
+    student = [*TINY, *FAST]
     student += ["--trainer.log_every_n_steps=1"]
     env = {"BERTKIT_CACHE": str(tmp_path / "cache")}
     said, runs = {}, {}
@@ -356,9 +356,8 @@ def test_the_distillation_recipes_train_a_two_layer_student(recipe, overlay, tmp
     """Each overlay as its comment runs it (on the bundled samples; a tiny teacher for speed):
     the teacher, then the student with MiniLM's first 2 blocks."""
     recipes = RECIPE.parent
-    tiny = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
     run_bertkit(
-        "fit", "--config", str(recipes / recipe), *FAST, *tiny, "--trainer.default_root_dir=teacher", cwd=tmp_path
+        "fit", "--config", str(recipes / recipe), *FAST, *TINY, "--trainer.default_root_dir=teacher", cwd=tmp_path
     )
     teacher = tmp_path / "teacher/checkpoints/last.ckpt"
     proc = run_bertkit(

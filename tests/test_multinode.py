@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import RECIPE, ROOT, free_port, run_bertkit
+from tests.conftest import RECIPE, ROOT, TINY, free_port, run_bertkit
 from tests.test_ddp_equality import LOSS_TOLERANCE, WEIGHT_TOLERANCE
 
 pytestmark = [pytest.mark.slow, pytest.mark.ddp]
 
 COMMON = [
-    "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
+    "--config", str(RECIPE), *TINY,
     "--trainer.enable_progress_bar=false",
 ]  # fmt: skip
 FIT = ["--trainer.max_steps=3", "--trainer.limit_val_batches=0", "--trainer.callbacks+=tests.equal.NoDropoutStepLosses"]

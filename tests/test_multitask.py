@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from bertkit import BertDataModule, BertModule, TaskData
 from bertkit.data.samplers import TaskEvalBatchSampler, TaskMixingBatchSampler
 from bertkit.tasks.task import Task
-from tests.conftest import FAST, ROOT, run_bertkit
+from tests.conftest import FAST, ROOT, TINY, run_bertkit
 from tests.test_classification_train import toy_rows
 
 RECIPE = ROOT / "recipes" / "multitask.yaml"
@@ -207,10 +207,10 @@ def test_multitask_recipe_fits_and_predicts_through_the_cli(tmp_path):
     task_data = f"--data.tasks.sst2.data_dir={tmp_path / 'sst2'}"
     files = ["--data.tasks.sst2.train_file=train.tsv", "--data.tasks.sst2.validation_file=train.tsv"]
     files += ["--data.tasks.sst2.test_file=train.tsv", "--data.tasks.sst2.predict_file=train.tsv"]
-    run_bertkit("fit", "--config", str(RECIPE), *FAST, task_data, *files, cwd=tmp_path)
+    run_bertkit("fit", "--config", str(RECIPE), *TINY, *FAST, task_data, *files, cwd=tmp_path)
     checkpoints = sorted(p.name for p in (tmp_path / "runs" / "multitask" / "checkpoints").iterdir())
     assert "last.ckpt" in checkpoints and any(n.startswith("epoch0-ner_f1=") for n in checkpoints)
-    run_bertkit("predict", "--config", str(RECIPE), task_data, *files, "--ckpt_path=best", cwd=tmp_path)
+    run_bertkit("predict", "--config", str(RECIPE), *TINY, task_data, *files, "--ckpt_path=best", cwd=tmp_path)
     lines = (tmp_path / "runs" / "multitask" / "predictions.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     sample = TokenClassification(entity_types=ENTITY_TYPES).sample_files()["test"]

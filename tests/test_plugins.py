@@ -18,7 +18,7 @@ import pytest
 import bertkit
 import bertkit.api.task
 from bertkit.plugins import PluginError, PluginWarning, register_plugin, registered, unregister_plugin
-from tests.conftest import FAST, RECIPE, ROOT, run_bertkit
+from tests.conftest import FAST, RECIPE, ROOT, TINY, run_bertkit
 
 FIXTURES = ROOT / "tests" / "fixtures"
 BUILTIN = {
@@ -107,7 +107,7 @@ def test_recipe_uses_third_party_task_by_short_name(site, tmp_path):
         "model:\n  task:\n    class_path: MLPTokenClassification\n    init_args:\n"
         "      entity_types: [PER, LOC, ORG, MISC]\n      hidden_units: 16\n"
     )
-    args = ["fit", "--config", str(RECIPE), "--config", str(recipe), *FAST, "--trainer.limit_val_batches=0"]
+    args = ["fit", "--config", str(RECIPE), "--config", str(recipe), *TINY, *FAST, "--trainer.limit_val_batches=0"]
     run_bertkit(*args, cwd=tmp_path, env=env_with(site, BERTKIT_LOAD_PLUGINS="demo_head"))
     import torch
 
@@ -129,7 +129,7 @@ def test_recipe_plugins_list_is_loaded_before_parsing(site, tmp_path):
     # the checkpoint of a task a listed plugin adds: commands that read it take --plugins
     env = env_with(site, BERTKIT_LOAD_PLUGINS="")
     recipe.write_text(recipe.read_text().replace("[PER]", "[PER, LOC, ORG, MISC]"))
-    fit = ["fit", "--config", str(RECIPE), "--config", str(recipe), *FAST, "--trainer.limit_val_batches=0"]
+    fit = ["fit", "--config", str(RECIPE), "--config", str(recipe), *TINY, *FAST, "--trainer.limit_val_batches=0"]
     run_bertkit(*fit, cwd=tmp_path, env=env)
     last = str(tmp_path / "runs/ner/checkpoints/last.ckpt")
     # a new process, which has not imported the plugin (this one has, for the fit)

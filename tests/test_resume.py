@@ -23,10 +23,10 @@ from bertkit.data.samplers import (
     TokenBudgetBatchSampler,
     TrainShardSampler,
 )
-from tests.conftest import RECIPE, ROOT, notebook, run_bertkit, run_bertkit_forked
+from tests.conftest import RECIPE, ROOT, TINY, notebook, run_bertkit, run_bertkit_forked
 
 ARGS = [
-    "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
+    "--config", str(RECIPE), *TINY,
     "--trainer.max_epochs=2", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
     "--trainer.val_check_interval=3", "--trainer.enable_progress_bar=false", "--data.batch_size=8",
 ]  # fmt: skip

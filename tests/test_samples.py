@@ -8,9 +8,8 @@ import json
 
 import pytest
 
-from tests.conftest import ROOT, run_bertkit
+from tests.conftest import ROOT, TINY, run_bertkit
 
-TINY = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
 SMOKE = ["--config", str(ROOT / "recipes" / "smoke.yaml"), "--trainer.enable_progress_bar=false"]
 SCORES = {
     "sst2": "val/accuracy", "mrpc": "val/f1", "rte": "val/accuracy", "squad": "val/f1", "squad_v2": "val/f1",

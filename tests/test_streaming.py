@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from bertkit.data.streaming import StreamedFeatures, require_litdata, stored_feature, write_chunks
-from tests.conftest import RECIPE, ROOT, free_port, run_bertkit
+from tests.conftest import RECIPE, ROOT, TINY, free_port, run_bertkit
 from tests.test_pretraining_data import corpus_file
 from tests.test_resume import PRETRAIN, TWO, interrupt_then_resume
 
@@ -170,7 +170,6 @@ def test_streamed_pretraining_killed_inside_an_epoch_resumes_exactly(tmp_path, p
 def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path):
     from bertkit import compose
 
-    tiny = ["--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2"]
     out = tmp_path / "train-chunks"
     proc = run_bertkit("stream", "--config", str(RECIPE), "--output", str(out), "--part_size", "100", cwd=tmp_path)
     manifest = json.loads((out / "manifest.json").read_text())
@@ -186,7 +185,7 @@ def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path)
     assert all(_same(got[i], expected[i]) for i in range(len(expected)))  # written in order, labels included
 
     fit = run_bertkit(
-        "fit", "--config", str(RECIPE), *tiny, f"--data.train_file={out}", "--trainer.max_epochs=1",
+        "fit", "--config", str(RECIPE), *TINY, f"--data.train_file={out}", "--trainer.max_epochs=1",
         "--trainer.limit_val_batches=2", "--trainer.enable_progress_bar=false", cwd=tmp_path,
     )  # fmt: skip
     steps = -(-manifest["features"] // 32)  # every feature once, batches of data.batch_size 32
@@ -198,7 +197,7 @@ def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path)
     by_url = remote._features("validation")
     assert len(by_url) == len(expected) and all(_same(by_url[i], expected[i]) for i in range(len(expected)))
     fit = run_bertkit(
-        "fit", "--config", str(RECIPE), *tiny, f"--data.train_file={url}", f"--data.validation_file={url}",
+        "fit", "--config", str(RECIPE), *TINY, f"--data.train_file={url}", f"--data.validation_file={url}",
         "--trainer.max_epochs=1", "--trainer.limit_train_batches=4", "--trainer.enable_progress_bar=false",
         "--trainer.default_root_dir=runs/remote", cwd=tmp_path,
     )  # fmt: skip

@@ -21,10 +21,10 @@ from bertkit.model.families import family_of
 from bertkit.training.checkpoints import load_checkpoint
 from bertkit.training.module import BertModule
 from bertkit.training.run_folder import RunFolderBusy, claim
-from tests.conftest import RECIPE, ROOT, Forked, run_bertkit
+from tests.conftest import RECIPE, ROOT, TINY, Forked, run_bertkit
 
 TINY = [
-    "--config", str(RECIPE), "--model.pretrained=null", "--model.preset=tiny", "--model.vocab_file=all-MiniLM-L6-v2",
+    "--config", str(RECIPE), *TINY,
     "--trainer.enable_progress_bar=false", "--data.batch_size=4",
 ]  # fmt: skip
 PAYLOAD = "import pathlib; pathlib.Path('{marker}').write_text('ran')\nfrom bertkit_plugins.token_tagging import *\n"
