@@ -100,7 +100,9 @@ def test_two_processes_train_what_one_process_trains(tmp_path, head):
     differences = {k: float((weights[k].double() - weights2[k].double()).nan_to_num(0.0).abs().max()) for k in weights}
     worst = max(v for k, v in differences.items() if k not in NO_GRADIENT)
     assert worst < WEIGHT_TOLERANCE, sorted(differences.items(), key=lambda kv: -kv[1])[:3]
-    assert scores and {k: round(v, 4) for k, v in scores.items()} == {k: round(v, 4) for k, v in scores2.items()}
+    # the same scores to float32's precision, relative as the losses' (a perplexity of 30,000 is not
+    # the same to 4 decimals: the last of its 24 bits is 0.002)
+    assert scores and scores2 == pytest.approx(scores, rel=LOSS_TOLERANCE, abs=1e-6)
     print(
         f"{head}: max |d loss| {max(abs(a - b) for a, b in zip(losses, losses2, strict=True)):.2e}, max |d weight| {worst:.2e}"
     )

@@ -6,6 +6,8 @@ import shutil
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
 from bertkit import BertConfig, BertModel, token_features
@@ -215,3 +217,36 @@ def test_a_pretrained_encoder_holds_the_files_weights_and_initialises_only_what_
     if len(state) == len(saved.state_dict()):  # every weight read: nothing initialised, nothing drawn
         torch.manual_seed(3)
         assert torch.equal(drawn, torch.randn(4))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 300), min_size=1, max_size=3),
+    std=st.floats(1e-3, 10.0),
+    cutoff=st.floats(0.5, 4.0),
+    transposed=st.booleans(),
+)
+def test_truncated_normal_fills_every_value_inside_the_cutoff(shape, std, cutoff, transposed):
+    """BERT's initialisation (``truncated_normal_``): every value of any shape, contiguous or not,
+    within ``cutoff`` std, none left as it was; nothing drawn while initialisation is skipped."""
+    from bertkit.model.weights import initialisation_skipped, truncated_normal_
+
+    base = torch.full(shape if len(shape) > 1 or not transposed else [*shape, 2], float("nan"))
+    tensor = base.transpose(0, -1) if transposed else base  # a view: the values land in base
+    assert truncated_normal_(tensor, std, cutoff) is tensor
+    assert torch.isfinite(base).all() and (base.abs() <= cutoff * std).all()
+    untouched = torch.full((3,), float("nan"))
+    with initialisation_skipped():
+        truncated_normal_(untouched, std, cutoff)
+    assert torch.isnan(untouched).all()
+
+
+def test_truncated_normal_has_the_truncated_distributions_spread():
+    """At 2 std the truncated normal's standard deviation is 0.8796 std (mean 0): drawn again
+    outside the cutoff, not clipped onto it (clipping would pile 4.6 % of the values at +-2 std)."""
+    from bertkit.model.weights import truncated_normal_
+
+    torch.manual_seed(0)
+    values = truncated_normal_(torch.empty(400_000), 0.02)
+    assert abs(values.mean().item()) < 1e-4 and values.std().item() == pytest.approx(0.8796 * 0.02, rel=5e-3)
+    assert (values.abs() > 0.0399).float().mean() < 0.005

@@ -28,7 +28,8 @@ import (``bertkit plugins``, ``bertkit --help``).
   ``BertConfig`` (``Preset``, ``PRESETS``), ``BertModel`` and its parts a family reuses
   (``BertPooler``, ``ACTIVATIONS``, ``first_tokens``, ``check_length``), ``EncoderOutput``,
   ``token_features``, ``Dropout``/``dropout``, the unpadded layout (``Unpadded``) and its
-  attention (``varlen_attention``, padded ``attend``, local ``band``), ``save_encoder``.
+  attention (``varlen_attention``, padded ``attend``, local ``band``), ``save_encoder``,
+  ``truncated_normal_`` (BERT's weight initialisation: a normal truncated at 2 std, redrawn).
 - Tokenizers: ``BertTokenizer``, ``Encoded``, ``Inputs``, ``SPECIAL_TOKENS``, ``load_tokenizer``;
   ``split_words`` (plain text's words by BERT's basic-tokenizer rules, with offsets),
   ``unspaced_script`` (a word in a script those rules leave whole: Thai, Japanese kana …).

@@ -56,7 +56,7 @@ HOME = {
         ["SPECIAL_TOKENS", "BertTokenizer", "Encoded", "Inputs", "split_words", "unspaced_script"], "model.tokenizer"
     ),
     **dict.fromkeys(["Unpadded", "attend", "band", "varlen_attention"], "model.unpadded"),
-    **dict.fromkeys(["save_encoder"], "model.weights"),
+    **dict.fromkeys(["save_encoder", "truncated_normal_"], "model.weights"),
     # applications
     **dict.fromkeys(["LORA_INSTALL"], "model.adapters"),
     **dict.fromkeys(["prepack_linears"], "model.prepacked"),
@@ -96,7 +96,7 @@ TASK = (
     *EVERY_PLUGIN, *TOKENIZERS, "Task", "Head", "DistillationTarget", "TransformersExport", "mean_over_processes", "Feature", "Batch",
     "TaskExample", "LazyFeatures", "by_example", "task_from_spec", "pad_batch", "max_context_window",
     "write_chunks", "StreamedFeatures", "fetch_file", "is_remote", "require_litdata", "BertConfig",
-    "EncoderOutput", "Dropout", "dropout", "ACTIVATIONS",
+    "EncoderOutput", "Dropout", "dropout", "ACTIVATIONS", "truncated_normal_",
 )  # fmt: skip
 """``bertkit.api.task``: a task and its head."""
 
@@ -104,6 +104,7 @@ ENCODER = (
     *EVERY_PLUGIN, *TOKENIZERS, "Encoder", "EncoderFamily", "registered_family", "BertConfig", "Preset", "PRESETS",
     "typed_fields", "BertModel", "BertPooler", "ACTIVATIONS", "first_tokens", "check_length", "EncoderOutput",
     "token_features", "Dropout", "dropout", "Unpadded", "varlen_attention", "attend", "band", "save_encoder",
+    "truncated_normal_",
 )  # fmt: skip
 """``bertkit.api.encoder``: an encoder family (its module, configuration, tokenizer, weights)."""
 

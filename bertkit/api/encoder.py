@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from bertkit.model.pretrained import load_tokenizer
     from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words, unspaced_script
     from bertkit.model.unpadded import Unpadded, attend, band, varlen_attention
-    from bertkit.model.weights import save_encoder
+    from bertkit.model.weights import save_encoder, truncated_normal_
     from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
     from bertkit.tasks.task import deprecated_alias
     from bertkit.utils.choices import check_choice

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bertkit.model.dropout import Dropout, dropout
     from bertkit.model.pretrained import load_tokenizer
     from bertkit.model.tokenizer import SPECIAL_TOKENS, BertTokenizer, Encoded, Inputs, split_words, unspaced_script
+    from bertkit.model.weights import truncated_normal_
     from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
     from bertkit.tasks.head import DistillationTarget, Head, TransformersExport
     from bertkit.tasks.loss import mean_over_processes

@@ -26,6 +26,7 @@ from torch import nn
 from bertkit.model.config import BertConfig
 from bertkit.model.dropout import Dropout
 from bertkit.model.unpadded import Unpadded, attend, varlen_attention
+from bertkit.model.weights import truncated_normal_
 from bertkit.utils.choices import Features, check_choice
 from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.moved import renamed
@@ -290,10 +291,11 @@ class BertModel(nn.Module):
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
-        """Truncated normal(0, initializer_range), zero biases (google-research/bert modeling.py)."""
+        """Truncated normal(0, initializer_range) at 2 std (``truncated_normal_``), zero biases
+        (google-research/bert modeling.py)."""
         std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+            truncated_normal_(module.weight, std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
         if isinstance(module, nn.Embedding) and module.padding_idx is not None:

@@ -30,6 +30,7 @@ from bertkit.api.task import (
     TransformersExport,
     forwarding,
     mean_over_processes,
+    truncated_normal_,
 )
 
 
@@ -110,7 +111,7 @@ def init_linears(module: nn.Module, std: float) -> None:
     biases (google-research/bert ``modeling.py``; LayerNorms start at 1 and 0 as PyTorch makes them)."""
     for layer in module.modules():
         if isinstance(layer, nn.Linear):
-            nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+            truncated_normal_(layer.weight, std)
             nn.init.zeros_(layer.bias)
 
 

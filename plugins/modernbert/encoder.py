@@ -46,6 +46,7 @@ from bertkit.api.encoder import (
     first_tokens,
     read_json,
     renamed,
+    truncated_normal_,
     typed_fields,
     varlen_attention,
 )
@@ -317,9 +318,7 @@ class ModernBertModel(nn.Module):
         std_in, std_out = c.initializer_range, c.initializer_range / math.sqrt(2.0 * c.num_hidden_layers)
 
         def init(weight: torch.Tensor, std: float) -> None:
-            nn.init.trunc_normal_(
-                weight, std=std, a=-c.initializer_cutoff_factor * std, b=c.initializer_cutoff_factor * std
-            )
+            truncated_normal_(weight, std, c.initializer_cutoff_factor)
 
         init(self.embeddings.tok_embeddings.weight, std_in)
         for layer in self.layers:
