@@ -117,10 +117,7 @@ class Forked:
     ``isolated`` sets its working directory, environment and plugins as a new process has them."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        full_env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
-        self.args, self.returncode, self.ended = args, None, None
-        self.folder = Path(tempfile.mkdtemp(prefix="forked-"))
-        self.out, self.err = self.folder / "stdout", self.folder / "stderr"
+        full_env = self._prepare(args, env)
         self.pid = os.fork()
         if self.pid == 0:  # the child: never returns into pytest
             code = 1
@@ -131,6 +128,13 @@ class Forked:
                     code = in_process(list(args), cwd, full_env, out, err).returncode
             finally:
                 os._exit(code)
+
+    def _prepare(self, args: list[str], env: dict[str, str] | None) -> dict[str, str]:
+        """Set the command, no status yet and the output files; the environment it runs with."""
+        self.args, self.returncode, self.ended = args, None, None
+        self.folder = Path(tempfile.mkdtemp(prefix=f"{type(self).__name__.lower()}-"))
+        self.out, self.err = self.folder / "stdout", self.folder / "stderr"
+        return {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
 
     def poll(self) -> int | None:
         """The exit status (negative: the signal that ended it) once it has ended, else None."""
@@ -169,10 +173,7 @@ class Spawned(Forked):
     killed server outlives the test."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
-        full_env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning", **(env or {})}
-        self.args, self.returncode, self.ended = args, None, None
-        self.folder = Path(tempfile.mkdtemp(prefix="spawned-"))
-        self.out, self.err = self.folder / "stdout", self.folder / "stderr"
+        full_env = self._prepare(args, env)
         exe = str(Path(sys.executable).with_name("bertkit"))
         with self.out.open("w") as out, self.err.open("w") as err:
             self.popen = subprocess.Popen(

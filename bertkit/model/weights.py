@@ -63,9 +63,6 @@ def _short(keys: list[str], limit: int = 8) -> str:
     return ", ".join(keys[:limit]) + more
 
 
-_SKIPPING: list[bool] = []  # one entry per open initialisation_skipped block
-
-
 def truncated_normal_(tensor: torch.Tensor, std: float, cutoff: float = 2.0) -> torch.Tensor:
     """Fill ``tensor`` in place from a normal distribution of mean 0 and standard deviation ``std``
     truncated at ``cutoff`` x ``std``: every value drawn outside is drawn again until none is
@@ -77,7 +74,7 @@ def truncated_normal_(tensor: torch.Tensor, std: float, cutoff: float = 2.0) -> 
     Returns:
         ``tensor``.
     """
-    if _SKIPPING:
+    if nn.init.normal_ is _unchanged:  # inside initialisation_skipped
         return tensor
     with torch.no_grad():
         values = tensor.reshape(-1)  # a view of a contiguous tensor, else a copy written back below
@@ -96,18 +93,17 @@ def truncated_normal_(tensor: torch.Tensor, std: float, cutoff: float = 2.0) -> 
 def initialisation_skipped() -> Iterator[None]:
     """``torch.nn.init``'s functions as no-ops inside the block: layers built there keep the memory
     ``torch.empty`` gave them, for weights read from a file right after (transformers'
-    ``no_init_weights``), and so does ``truncated_normal_``. Filling 22 M parameters with truncated normals took 0.9 s of MiniLM's
-    1.4 s checkpoint load; it also draws nothing from the random generator. Process-wide while the
+    ``no_init_weights``), and so does ``truncated_normal_``. Filling 22 M parameters with
+    truncated normals took 0.9 s of MiniLM's 1.4 s checkpoint load; it also draws nothing from the
+    random generator. Process-wide while the
     block runs, as transformers' is: a layer another thread builds meanwhile is not initialised."""
     names = [name for name in dir(nn.init) if name.endswith("_") and not name.startswith("_")]
     saved = {name: getattr(nn.init, name) for name in names}
     for name in names:
         setattr(nn.init, name, _unchanged)
-    _SKIPPING.append(True)
     try:
         yield
     finally:
-        _SKIPPING.pop()
         for name, function in saved.items():
             setattr(nn.init, name, function)
 
