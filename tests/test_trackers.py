@@ -1,6 +1,6 @@
 """Trackers from overlays (``recipes/trackers/``): TensorBoard and MLflow log a fit beside the run's
-CSV logs (which the summary's plots read), and ``bertkit tune --tracker`` makes every trial a run
-with its parameters and objective."""
+CSV logs (which the summary's plots read); ``bertkit tune --tracker`` is tested with the study in
+``test_tune``."""
 
 from __future__ import annotations
 
@@ -86,29 +86,6 @@ def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_p
     assert run.data.params["trainer.precision"] == "32-true" and "model.task.init_args.entity_types" in run.data.params
     assert run.info.run_id in proc.stdout
     assert [m.step for m in client.get_metric_history(run.info.run_id, "val/f1")] == [3, 6]
-
-
-@pytest.mark.slow
-def test_every_tune_trial_is_a_tracker_run_with_its_parameters_and_objective(tmp_path):
-    mlflow = pytest.importorskip("mlflow")
-    pytest.importorskip("optuna")
-    tiny_recipe(tmp_path)
-    (tmp_path / "space.yaml").write_text(yaml.safe_dump({"model.learning_rate": [0.001, 0.0001]}))
-    proc = run_bertkit(
-        "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--trials", "2", "--pruner", "none",
-        "--tracker", str(TRACKERS / "mlflow.yaml"), cwd=tmp_path,
-    )  # fmt: skip
-    rows = {r["number"].zfill(3): r for r in csv.DictReader((tmp_path / "runs/tune/trials.csv").open())}
-    for number, row in rows.items():
-        assert f"trial {number} complete: val/f1 {float(row['value']):.4f}" in proc.stderr
-    client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    runs = client.search_runs([client.get_experiment_by_name("bertkit").experiment_id])
-    by_trial = {r.data.params["tune_run"]: r for r in runs}
-    assert sorted(by_trial) == sorted(rows) and {r.data.params["tune_study"] for r in runs} == {"tiny"}
-    for number, row in rows.items():
-        tracked = by_trial[number]
-        assert float(tracked.data.params["learning_rate"]) == pytest.approx(float(row["model.learning_rate"]))
-        assert tracked.data.metrics["tune/objective"] == pytest.approx(float(row["value"]))
 
 
 MLFLOW = {"trainer": {"logger": [{"class_path": "pytorch_lightning.loggers.MLFlowLogger"}]}}

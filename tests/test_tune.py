@@ -1,7 +1,8 @@
 """``bertkit tune``: a space file is checked against the recipe's keys before any trial; a study
 runs each trial as a run folder, resumes from its SQLite file with the trials it has, records a
-failed trial with its reason without stopping, and writes a best.yaml that ``bertkit fit``
-reads; the pruning callback stops a trial the pruner rejects."""
+failed trial with its reason without stopping, makes each complete trial a tracker run
+(``--tracker``) and writes a best.yaml that ``bertkit fit`` reads; workers share one study through
+a journal file or a gRPC proxy; the pruning callback stops a trial the pruner rejects."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import yaml
 
 from bertkit.commands.tuning import Param, Pruning, read_space
-from tests.conftest import RECIPE, free_port, run_bertkit
+from tests.conftest import RECIPE, ROOT, free_port, run_bertkit
 
 pytest.importorskip("optuna")
 
@@ -93,18 +94,27 @@ def tiny_recipe(folder: Path) -> dict:
 
 @pytest.mark.slow
 def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path: Path) -> None:
+    """Two trials, then one more on resuming (the space fails one of them: it is recorded and the
+    study goes on); with ``--tracker``, every complete trial is also an MLflow run."""
+    mlflow = pytest.importorskip("mlflow")
     tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text(
         "model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\ndata.max_length: [32, 0]\n"
         "trainer.limit_train_batches: 2\n"
     )  # max_length 0 fails: a failed trial must not stop the study; a plain value is fixed
     tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--seed", "3"]
-    run_bertkit(*tune, "--trials", "2", cwd=tmp_path)
-    run_bertkit(*tune, "--trials", "3", cwd=tmp_path)  # resumes: one more
+    tune += ["--tracker", str(ROOT / "recipes" / "trackers" / "mlflow.yaml")]
+    said = run_bertkit(*tune, "--trials", "2", cwd=tmp_path).stderr
+    said += run_bertkit(*tune, "--trials", "3", cwd=tmp_path).stderr  # resumes: one more
     out = tmp_path / "runs" / "tune"
     rows = list(csv.DictReader((out / "trials.csv").open()))
     assert [r["number"] for r in rows] == ["0", "1", "2"]
     assert {r["state"] for r in rows} == {"COMPLETE", "FAIL"}
+    # every complete trial is a tracker run with its parameters and objective
+    client = mlflow.tracking.MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("bertkit").experiment_id])
+    tracked = {r.data.params["tune_run"]: r for r in runs}
+    assert {r.data.params["tune_study"] for r in runs} == {"tiny"}
     for row in rows:
         if row["data.max_length"] == "0":
             assert (
@@ -112,10 +122,14 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
             ), row
         else:
             assert row["state"] == "COMPLETE" and 0.0 <= float(row["value"]) <= 1.0
+            assert f"trial {row['number'].zfill(3)} complete: val/f1 {float(row['value']):.4f}" in said
             folder = Path(row["folder"])  # an ordinary run folder
             assert (folder / "checkpoints" / "last.ckpt").is_file() and (
                 folder / "logs/version_0/config.yaml"
             ).is_file()
+            run = tracked[row["number"].zfill(3)]
+            assert float(run.data.params["learning_rate"]) == pytest.approx(float(row["model.learning_rate"]))
+            assert run.data.metrics["tune/objective"] == pytest.approx(float(row["value"]))
     summary = json.loads((out / "summary.json").read_text())
     best = max((r for r in rows if r["state"] == "COMPLETE"), key=lambda r: float(r["value"]))
     assert summary["best_value"] == pytest.approx(float(best["value"]))
@@ -207,61 +221,47 @@ def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_valid
     assert "val/f1" in out.stderr and not (tmp_path / "runs" / "trials" / "001").exists()
 
 
-def _workers(
-    tmp_path: Path, storage: str, seeds: tuple[int, ...], trials: int = 3
-) -> list[subprocess.CompletedProcess]:
-    """``bertkit tune`` workers started together on one study (the tiny recipe, ``trials`` trials),
-    each in a new interpreter (a process forked from this one would inherit the forkserver an
-    earlier test's tune started here, which multiprocessing then fails to wait for)."""
-    tiny_recipe(tmp_path)
-    (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
-    exe = str(Path(sys.executable).with_name("bertkit"))
-    tune = [exe, "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", str(trials)]
-    workers = [
-        subprocess.Popen(
-            [*tune, "--storage", storage, "--seed", str(seed)],
-            cwd=tmp_path,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )  # fmt: skip
-        for seed in seeds
-    ]
-    outputs = [w.communicate(timeout=600) for w in workers]
-    done = [subprocess.CompletedProcess(w.args, w.returncode, *out) for w, out in zip(workers, outputs, strict=True)]
-    assert all(d.returncode == 0 for d in done), [d.stderr[-2000:] for d in done]
-    return done
-
-
 @pytest.mark.slow
-def test_two_workers_share_a_study_through_a_journal_file(tmp_path: Path) -> None:
+def test_two_workers_share_a_study_one_through_its_journal_file_one_through_a_grpc_proxy(tmp_path: Path) -> None:
+    """``bertkit tune`` workers started together on one study (the tiny recipe, two trials), each
+    in a new interpreter (a process forked from this one would inherit the forkserver an earlier
+    test's tune started here, which multiprocessing then fails to wait for): one reads and writes
+    the journal file itself, the other reaches it through a gRPC proxy (Optuna's
+    ``run_grpc_proxy_server``, in a process of its own: gRPC's threads never live in this one,
+    whose later tests fork). Each trial is run by one worker, in a run folder of its own."""
+    pytest.importorskip("grpc")
     import optuna
 
-    _workers(tmp_path, "journal://study.log", (1, 2), trials=2)  # relative: made absolute for the trials
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "study.log")))
+    tiny_recipe(tmp_path)
+    (tmp_path / "space.yaml").write_text("model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\n")
+    port = free_port()
+    journal = tmp_path / "study.log"
+    serve = (
+        "import optuna; optuna.storages.run_grpc_proxy_server(optuna.storages.JournalStorage("
+        f"optuna.storages.journal.JournalFileBackend({str(journal)!r})), host='127.0.0.1', port={port})"
+    )
+    server = subprocess.Popen([sys.executable, "-c", serve], stderr=subprocess.DEVNULL)
+    exe = str(Path(sys.executable).with_name("bertkit"))
+    tune = [exe, "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", "2"]
+    storages = ("journal://study.log", f"grpc://127.0.0.1:{port}")  # relative: made absolute for the trials
+    try:
+        workers = [
+            subprocess.Popen(
+                [*tune, "--storage", storage, "--seed", str(seed)],
+                cwd=tmp_path,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for seed, storage in enumerate(storages, start=1)
+        ]
+        outputs = [w.communicate(timeout=600) for w in workers]
+    finally:
+        server.kill(), server.wait()
+    assert all(w.returncode == 0 for w in workers), [err[-2000:] for _, err in outputs]
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
     trials = optuna.load_study(study_name="tiny", storage=storage).trials
     assert len(trials) >= 2 and all(t.state.name == "COMPLETE" for t in trials)
     assert sorted(t.number for t in trials) == list(range(len(trials)))  # each trial taken by one worker
     folders = [Path(t.user_attrs["folder"]) for t in trials]
     assert len(set(folders)) == len(trials) and all((f / "checkpoints/last.ckpt").is_file() for f in folders)
-
-
-@pytest.mark.slow
-def test_a_worker_reaches_its_study_through_a_grpc_proxy(tmp_path: Path) -> None:
-    pytest.importorskip("grpc")
-    import optuna
-
-    port = free_port()
-    behind = tmp_path / "behind.log"
-    serve = (
-        "import optuna; optuna.storages.run_grpc_proxy_server(optuna.storages.JournalStorage("
-        f"optuna.storages.journal.JournalFileBackend({str(behind)!r})), host='127.0.0.1', port={port})"
-    )  # in a process of its own: gRPC's threads never live in this one, whose later tests fork
-    server = subprocess.Popen([sys.executable, "-c", serve], stderr=subprocess.DEVNULL)
-    try:
-        _workers(tmp_path, f"grpc://127.0.0.1:{port}", (1,), trials=1)
-    finally:
-        server.kill(), server.wait()
-    journal = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(behind)))
-    trials = optuna.load_study(study_name="tiny", storage=journal).trials
-    assert [t.state.name for t in trials] == ["COMPLETE"]
