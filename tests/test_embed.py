@@ -4,13 +4,19 @@ against transformers' hidden states of the same model."""
 from __future__ import annotations
 
 import json
+import re
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
 import transformers
+from hypothesis import given
+from hypothesis import strategies as st
 from safetensors import safe_open
 
 from bertkit.cli import main
+from bertkit.model.pretrained import SENTENCE_CONFIG, declared_max_length
 
 TEXTS = ["Peter Blackburn flew to Oslo.", "", "EU rejects German call to boycott British lamb ."]
 
@@ -108,11 +114,12 @@ def test_batches_run_longest_first_and_outputs_keep_the_input_order(pooling):
 def test_a_checkpoints_features_are_cut_at_the_length_its_run_read(sample_run, tmp_path, caplog):
     """``--checkpoint`` (a checkpoint or its export folder) without ``--max_length``: lines are
     cut at the checkpoint's own ``data.max_length`` (not a default of the command's); without a
-    checkpoint, at 128."""
+    checkpoint, at the length the pretrained directory declares (all-MiniLM-L6-v2's 256, where
+    sentence-transformers cuts it)."""
     stored = torch.load(sample_run / "runs/ner/checkpoints/last.ckpt", map_location="cpu", weights_only=False)
     stored["datamodule_hyper_parameters"]["max_length"] = 24
     torch.save(stored, tmp_path / "short.ckpt")
-    (tmp_path / "in.txt").write_text("word " * 200 + "\nshort\n")
+    (tmp_path / "in.txt").write_text("word " * 300 + "\nshort\n")
     args = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "o.safetensors")]
     assert main([*args, "--checkpoint", str(tmp_path / "short.ckpt")]) == 0
     assert "longer than 24 tokens" in caplog.text
@@ -122,4 +129,36 @@ def test_a_checkpoints_features_are_cut_at_the_length_its_run_read(sample_run, t
     assert "longer than 24 tokens" in caplog.text
     caplog.clear()
     assert main(args) == 0
-    assert "longer than 128 tokens" in caplog.text
+    assert "longer than 256 tokens" in caplog.text
+
+
+@given(
+    value=st.one_of(
+        st.integers(-3, 600),
+        st.booleans(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=4),
+        st.none(),
+    )
+)
+def test_a_directorys_declared_length_is_a_positive_integer_or_an_error_naming_its_file(value):
+    """``sentence_bert_config.json``'s ``max_seq_length``: a positive integer is the length; any
+    other value (a bool, a float, a string, zero …) is an error naming the file and the key."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / SENTENCE_CONFIG
+        path.write_text(json.dumps({"max_seq_length": value, "do_lower_case": False}))
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            assert declared_max_length(folder) == value
+        else:
+            with pytest.raises(ValueError, match=f"{re.escape(str(path))}: max_seq_length"):
+                declared_max_length(folder)
+
+
+def test_a_directory_without_a_declared_length_says_none_and_a_malformed_file_is_named(tmp_path):
+    assert declared_max_length(tmp_path) is None  # no sentence-transformers settings
+    (tmp_path / SENTENCE_CONFIG).write_text('{"do_lower_case": false}')
+    assert declared_max_length(tmp_path) is None
+    for text, message in (("[256]", "expected a JSON object"), ("{max_seq_length: 256", "")):
+        (tmp_path / SENTENCE_CONFIG).write_text(text)
+        with pytest.raises(ValueError, match=re.escape(str(tmp_path / SENTENCE_CONFIG)) + ".*" + message):
+            declared_max_length(tmp_path)

@@ -51,7 +51,7 @@ HOME = {
     **dict.fromkeys(["Dropout", "dropout"], "model.dropout"),
     **dict.fromkeys(["Encoder"], "model.encoder"),
     **dict.fromkeys(["EncoderFamily", "family_of", "registered_family"], "model.families"),
-    **dict.fromkeys(["base_model", "load_tokenizer", "resolve_pretrained"], "model.pretrained"),
+    **dict.fromkeys(["base_model", "declared_max_length", "load_tokenizer", "resolve_pretrained"], "model.pretrained"),
     **dict.fromkeys(
         ["SPECIAL_TOKENS", "BertTokenizer", "Encoded", "Inputs", "split_words", "unspaced_script"], "model.tokenizer"
     ),
@@ -112,7 +112,7 @@ APP = (
     *EVERY_PLUGIN, "atomic_dir", "file_names", "Backend", "Features", "Pooling", "Precision", "Pruner", "compose",
     "load_yaml", "BertModule", "load_checkpoint", "load_trained", "save_serving_config", "stored_max_length",
     "save_peft_adapter", "Predictor", "MAX_TOKENS", "Featurized", "check_texts", "export_onnx", "quantize_onnx", "embed_texts",
-    "read_parts", "PART_LINES", "load_adapters", "DEFAULT_ADAPTER", "resolve_pretrained", "base_model",
+    "read_parts", "PART_LINES", "load_adapters", "DEFAULT_ADAPTER", "resolve_pretrained", "declared_max_length", "base_model",
     "family_of", "exported", "calibrates", "run_validation_data", "validation_outputs", "quantize_linears",
     "prepack_linears", "LORA_INSTALL", "require_litdata",
 )  # fmt: skip

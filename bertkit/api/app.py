@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from bertkit.model.adapters import LORA_INSTALL
     from bertkit.model.families import family_of
     from bertkit.model.prepacked import prepack_linears
-    from bertkit.model.pretrained import base_model, resolve_pretrained
+    from bertkit.model.pretrained import base_model, declared_max_length, resolve_pretrained
     from bertkit.model.quantize import quantize_linears
     from bertkit.plugins import PluginExports, lazy_exports, plugin_hooks, registered, stored_class
     from bertkit.tasks.head import calibrates, exported

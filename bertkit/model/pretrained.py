@@ -8,6 +8,11 @@ from pathlib import Path
 from bertkit.model.hub import COMMIT, hub_id, hub_snapshot
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.plugins import registered
+from bertkit.utils.choices import check_int
+from bertkit.utils.io import read_json
+
+SENTENCE_CONFIG = "sentence_bert_config.json"
+"""sentence-transformers' settings file in a model directory (``max_seq_length``, ``do_lower_case``)."""
 
 
 def resolve_pretrained(name_or_path: str, field: str = "model.pretrained", weights: bool = True) -> Path:
@@ -57,6 +62,29 @@ def load_tokenizer(
     if path.suffix == ".txt":
         raise FileNotFoundError(f"model.vocab_file={str(vocab)!r}: vocabulary file not found")
     return cls.from_pretrained(resolve_pretrained(str(vocab), "model.vocab_file", weights=False))
+
+
+def declared_max_length(directory: str | Path) -> int | None:
+    """The tokens per text (specials included) a pretrained directory says its model reads: the
+    ``max_seq_length`` of sentence-transformers' ``sentence_bert_config.json`` (256 for
+    all-MiniLM-L6-v2, which sentence-transformers truncates at), or None where the directory
+    says none.
+
+    Raises:
+        ValueError: the file is not a JSON object, or its ``max_seq_length`` is not a positive
+            integer (names the file).
+    """
+    path = Path(directory) / SENTENCE_CONFIG
+    if not path.is_file():
+        return None
+    settings = read_json(path, "not found")
+    if not isinstance(settings, dict):
+        raise ValueError(
+            f"{path}: expected a JSON object (sentence-transformers' settings), not {type(settings).__name__}"
+        )
+    if "max_seq_length" not in settings:
+        return None
+    return check_int(settings["max_seq_length"], f"{path}: max_seq_length", 1)
 
 
 def base_model(pretrained: str) -> tuple[str, str | None] | None:
