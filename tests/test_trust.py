@@ -140,7 +140,8 @@ def test_an_earlier_runs_checkpoints_need_resume_or_overwrite(tmp_path):
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 @pytest.mark.slow
 def test_a_signal_ends_fit_with_its_exit_code_and_the_resume_command(tmp_path, signum, code):
-    proc = Forked(["fit", *TINY, "--trainer.max_epochs=1000", "--trainer.limit_val_batches=1"], tmp_path)
+    epochs = ["--trainer.max_epochs=1000", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=1"]
+    proc = Forked(["fit", *TINY, *epochs], tmp_path)  # last.ckpt after 4 steps, then an epoch every 4 more
     last = tmp_path / "runs/ner/checkpoints/last.ckpt"
     deadline = time.monotonic() + 120
     while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
