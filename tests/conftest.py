@@ -19,6 +19,8 @@ from typing import IO, Any
 
 import pytest
 
+from tests.durations import QUICK_LIMIT
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("BERTKIT_DATA_DIR", ROOT.parent / "shared" / "data"))
 CONLL = DATA / "ner" / "conll2003"
@@ -31,15 +33,20 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(os.cpu_count() or 1, 4))
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The modules that took longest in a measured run (``tests/durations.json``, written by
     ``python -m tests.durations``) first, and in each the longest tests first, each module's tests
     kept together; new ones last: xdist hands out tests in this order, so the longest runs start
     early instead of leaving one worker busy at the end while the other idles (longest-first
-    scheduling)."""
+    scheduling). A test measured at ``QUICK_LIMIT`` seconds or more is marked ``slow``: the quick
+    subset (``-m "not slow"``) leaves it out."""
     measured = json.loads((ROOT / "tests" / "durations.json").read_text())
     modules, tests = measured["modules"], measured["tests"]
     items.sort(key=lambda item: (-modules.get(item.nodeid.partition("::")[0], 0.0), -tests.get(item.nodeid, 0.0)))
+    for item in items:
+        if tests.get(item.nodeid, 0.0) >= QUICK_LIMIT:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -4,7 +4,8 @@ out in) from the output of a whole run of the suite with ``--durations=0``:
     pytest --durations=0 -p no:cacheprovider > suite.log
     python -m tests.durations suite.log
 
-Per module the sum of its tests' setup, call and teardown times; per test over 5 s its own.
+Per module the sum of its tests' setup, call and teardown times; per test of ``QUICK_LIMIT`` seconds
+or more its own (``conftest`` marks those ``slow``: the quick subset ``-m "not slow"`` leaves them out).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
+QUICK_LIMIT = 2.0
+"""Seconds (setup, call and teardown, in a whole run on 2 workers) from which a test is left out of the
+quick subset."""
 LINE = re.compile(r"^([0-9.]+)s (?:call|setup|teardown)\s+(\S+)$")
 
 
@@ -38,6 +40,8 @@ def durations(log: str) -> tuple[dict[str, float], dict[str, float]]:
 
 
 def main(log_file: str) -> None:
+    import torch
+
     text = Path(log_file).read_text(encoding="utf-8")
     modules, tests = durations(text)
     if not modules:
@@ -46,13 +50,13 @@ def main(log_file: str) -> None:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     result = {
         "command": "pytest --durations=0, then python -m tests.durations LOG: per module, the sum of its tests' "
-        "setup, call and teardown times; per test over 5 s, its own",
+        "setup, call and teardown times; per test of QUICK_LIMIT s or more, its own",
         "commit": commit.stdout.strip(),
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
         f"{workers[1] if workers else 1} xdist workers",
         "modules": {k: round(v, 1) for k, v in sorted(modules.items(), key=lambda kv: -kv[1])},
-        "tests": {k: round(v, 1) for k, v in sorted(tests.items(), key=lambda kv: -kv[1]) if v > 5},
+        "tests": {k: round(v, 1) for k, v in sorted(tests.items(), key=lambda kv: -kv[1]) if v >= QUICK_LIMIT},
     }
     (ROOT / "tests" / "durations.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
