@@ -11,6 +11,8 @@ import inspect
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import bertkit.api
 from tests.conftest import ROOT
@@ -206,3 +208,46 @@ def test_the_export_is_an_optional_protocol_of_a_head() -> None:
         {"classifier.bias": 1}, "BertForSequenceClassification", {},
     )  # fmt: skip
     assert issubclass(TokenClassificationHead, TransformersExport)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 7), min_size=1, max_size=4),
+    pad=st.integers(0, 3),
+    classes=st.integers(1, 3),
+)
+def test_the_default_predict_gives_each_feature_its_own_tokens_of_the_declared_outputs(lengths, pad, classes) -> None:
+    """A (B, T, C) output named in ``token_outputs`` comes back with each feature's own tokens
+    (its attention_mask), padding left out; a (B, C) output whose C equals T, not named, whole;
+    losses never. A named output of another shape, or none, is an error naming it."""
+    import torch
+
+    from bertkit.api.task import Task
+
+    class Tagger(Task):
+        token_outputs = ("logits",)
+
+        def read(self, path, labelled=True):
+            return []
+
+        def featurize(self, examples, tokenizer, max_length):
+            return []
+
+        def build_head(self, config, tokenizer):
+            raise NotImplementedError
+
+    longest = max(lengths) + pad
+    mask = torch.tensor([[1] * n + [0] * (longest - n) for n in lengths])
+    batch = {"attention_mask": mask, "example_index": torch.arange(len(lengths)) + 10}
+    logits = torch.randn(len(lengths), longest, classes)
+    scores = torch.randn(len(lengths), longest)  # (B, C) with C == T: not per token
+    outputs = {"logits": logits, "scores": scores, "loss": torch.tensor(1.0), "crf_loss": torch.tensor(2.0)}
+    predicted = Tagger().predict(outputs, batch)
+    assert [p["example_index"] for p in predicted] == [10 + i for i in range(len(lengths))]
+    for i, (p, n) in enumerate(zip(predicted, lengths, strict=True)):
+        assert p.keys() == {"example_index", "logits", "scores"}
+        assert p["logits"] == logits[i, :n].tolist() and len(p["logits"]) == n
+        assert p["scores"] == scores[i].tolist()
+    for wrong in ({"scores": scores}, {"logits": logits[:, : longest - 1] if longest > 1 else logits[:, :0]}):
+        with pytest.raises(ValueError, match=r"Tagger\.token_outputs names 'logits': expected a head output of shape"):
+            Tagger().predict(wrong, batch)

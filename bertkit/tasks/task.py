@@ -93,6 +93,12 @@ class Task(ABC):
     as multi-hot labels) to its own longest. None: not declared, and ``data.pad_to_multiple_of``
     refuses a task whose features hold such lists (equal lengths cannot tell the two apart)."""
 
+    token_outputs: ClassVar[tuple[str, ...]] = ()
+    """The head's decoded outputs that run over the tokens, (B, T, …) with T the batch's length
+    (per-token ``logits``, a tag per token): the default ``predict`` keeps each feature's own
+    tokens of them (its ``attention_mask``), not the batch's padding. An output not named is
+    given whole, row by row: a (B, C) output cannot be told from a (B, T) one by its shape."""
+
     data_settings: ClassVar[tuple[str, ...]] = ()
     """Settings that only say how files are read (columns, file formats, how a corpus is
     prepared): resuming a run with one of them changed warns, where a changed setting that
@@ -232,12 +238,31 @@ class Task(ABC):
         (``Head.decode``); ``format_predictions`` joins them.
 
         The default gives each feature its ``example_index`` and its row of every output but the
-        losses, as lists (a (B, T, C) ``logits`` becomes T lists of C floats per feature, padding
-        included).
+        losses, as lists; of an output named in ``token_outputs``, the feature's own tokens only (a
+        (B, T, C) ``logits`` becomes one list of C floats per token of the feature's
+        ``attention_mask``).
+
+        Raises:
+            ValueError: an output named in ``token_outputs`` is missing, or does not have the
+                batch's (B, T) in front.
         """
         keys = [k for k in outputs if k != "loss" and not k.endswith("_loss")]
+        lengths = batch["attention_mask"].sum(1).tolist() if self.token_outputs else []
+        for name in self.token_outputs:
+            found = outputs.get(name)
+            if found is None or tuple(found.shape[:2]) != tuple(batch["attention_mask"].shape):
+                shape = "missing" if found is None else f"of shape {tuple(found.shape)}"
+                raise ValueError(
+                    f"{type(self).__name__}.token_outputs names {name!r}: expected a head output of shape "
+                    f"(B, T, …) = {tuple(batch['attention_mask'].shape)} in front (the batch's attention_mask), "
+                    f"got one {shape}"
+                )
+
+        def row(key: str, i: int) -> torch.Tensor:
+            return outputs[key][i, : lengths[i]] if key in self.token_outputs else outputs[key][i]
+
         rows = batch["example_index"].tolist()
-        return [{"example_index": e, **{k: outputs[k][i].tolist() for k in keys}} for i, e in enumerate(rows)]
+        return [{"example_index": e, **{k: row(k, i).tolist() for k in keys}} for i, e in enumerate(rows)]
 
     def format_predictions(self, examples: list[Any], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One JSON-serialisable record per example, in input order, from all per-feature predictions.
