@@ -107,16 +107,6 @@ def test_a_task_export_is_a_pretrained_encoder_for_another_recipe(tmp_path):
         BertModule(TokenClassification(entity_types=["PER"]), pretrained=str(tmp_path))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["token", "sequence", "qa"])
-def test_onnx_export_matches_bertkit(name, tmp_path):
-    from bertkit.inference.onnx import export_onnx
-
-    head, _ = CASES[name]
-    worst = export_onnx(tiny(head), tmp_path / "model.onnx")
-    assert worst < 1e-4 and (tmp_path / "model.onnx").stat().st_size > 100_000
-
-
 def test_pretraining_head_has_no_onnx_export(tmp_path):
     from bertkit_plugins.pretraining import PreTraining
 
