@@ -9,7 +9,8 @@ export's own pipeline (``pipeline(model=folder, trust_remote_code=True)``: ``crf
 the CRF's Viterbi decoding inside transformers), for the NER
 recipe trained with the CRF's loss alone and with the emissions' cross-entropy beside it
 (``model.task.init_args.emission_loss_weight``) against the gold tags or the CRF's own posterior
-or Viterbi path (``emission_target`` ``labels`` / ``crf`` / ``viterbi``), over seeds.
+or Viterbi path (``emission_target`` ``labels`` / ``crf`` / ``viterbi``), with the CRF's loss reaching the encoder or
+training the CRF's scores alone (``--crf-trains-encoder false``: a softmax tagger under a CRF), over seeds.
 
 Each run is the NER recipe (MiniLM, CRF) for one epoch of ``--train-batches`` batches or for
 ``--epochs`` whole epochs (the recipe's budget), validation off, with ``seed_everything`` and ``data.seed`` set to the seed, exported with
@@ -153,18 +154,21 @@ def trained(args: argparse.Namespace) -> Iterator[tuple[dict[str, Any], Path, Pa
         stored = load_checkpoint(checkpoint, mmap=True)
         task = stored["hyper_parameters"]["task"]["init_args"]
         side = {"emission_loss_weight": task["emission_loss_weight"], "emission_target": task["emission_target"]}
+        side["crf_trains_encoder"] = task.get("crf_trains_encoder", True)
         yield {**side, "seed": stored["datamodule_hyper_parameters"]["seed"]}, checkpoint, args.work / f"given-{index}"
     if args.checkpoints:
         return
     for weight, target in [(w, t) for w in args.weights for t in (args.targets if w else ["labels"])]:
         for seed in args.seeds:
-            work = args.work / f"w{weight:g}-{target}-s{seed}"
+            work = args.work / f"w{weight:g}-{target}{'' if args.crf_trains_encoder else '-crf-alone'}-s{seed}"
             options = [f"--seed_everything={seed}", f"--data.seed={seed}"]
             options.append(f"--model.task.init_args.emission_loss_weight={weight}")
             options.append(f"--model.task.init_args.emission_target={target}")
+            options.append(f"--model.task.init_args.crf_trains_encoder={str(args.crf_trains_encoder).lower()}")
             if args.epochs:
                 options += [f"--trainer.max_epochs={args.epochs}", "--trainer.limit_train_batches=1.0"]
             side = {"emission_loss_weight": weight, "emission_target": target, "seed": seed}
+            side["crf_trains_encoder"] = args.crf_trains_encoder
             yield side, fine_tune("recipes/ner.yaml", work, args.train_batches, *options), work
 
 
@@ -181,6 +185,12 @@ def main() -> None:
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 1.0], help="emission_loss_weight values")
     parser.add_argument(
         "--targets", nargs="+", default=["labels"], choices=["labels", "crf", "viterbi"], help="emission_target values"
+    )
+    parser.add_argument(
+        "--crf-trains-encoder",
+        type=lambda v: {"true": True, "false": False}[v],
+        default=True,
+        help="true (the recipe's) or false: the CRF's loss trains its own scores alone (model.task.crf_trains_encoder)",
     )
     parser.add_argument(
         "--readers",
@@ -223,11 +233,13 @@ def main() -> None:
             side |= {k + name: v for k, v in read_export(work / "export", text, wanted, tuple(args.readers)).items()}
         runs.append(side)
         print(runs[-1], flush=True)
-    sides = list(dict.fromkeys((r["emission_loss_weight"], r["emission_target"]) for r in runs))
+    kinds = ("emission_loss_weight", "emission_target", "crf_trains_encoder")
+    sides = list(dict.fromkeys(tuple(r[k] for k in kinds) for r in runs))
     summary = {}
-    for weight, target in sides:
-        rows = [r for r in runs if r["emission_loss_weight"] == weight and r["emission_target"] == target]
-        summary[f"emission_loss_weight {weight:g}" + (f", emission_target {target}" if weight else "")] = {
+    for weight, target, trains in sides:
+        rows = [r for r in runs if tuple(r[k] for k in kinds) == (weight, target, trains)]
+        name = f"emission_loss_weight {weight:g}" + (f", emission_target {target}" if weight else "")
+        summary[name + ("" if trains else ", crf_trains_encoder false")] = {
             reader + name: {"mean": round(statistics.mean(r[reader + name] for r in rows), 2),
                             "sd": round(statistics.stdev(r[reader + name] for r in rows), 2) if len(rows) > 1 else None}
             for name in tests for reader in args.readers

@@ -231,14 +231,19 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
 
 
 @settings(max_examples=10, deadline=None)
-@given(weight=st.floats(0.1, 4.0), seed=st.integers(0, 1000), target=st.sampled_from(["labels", "crf", "viterbi"]))
-def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(weight, seed, target):
+@given(
+    weight=st.floats(0.1, 4.0), seed=st.integers(0, 1000), target=st.sampled_from(["labels", "crf", "viterbi"]),
+    trains=st.booleans(),
+)  # fmt: skip
+def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(weight, seed, target, trains):
     """Against the gold tags, or against the CRF's own posterior or Viterbi path held constant:
-    the loss's gradient at a scored word's logits is then softmax minus the target, over the words."""
+    the loss's gradient at a scored word's logits is then softmax minus the target, over the words.
+    With ``crf_trains_encoder`` false the CRF's loss reaches its own scores and not the logits."""
     torch.manual_seed(seed)
     task = TokenClassification(
-        entity_types=["PER", "LOC"], crf=True, emission_loss_weight=weight, emission_target=target
-    )
+        entity_types=["PER", "LOC"], crf=True, emission_loss_weight=weight, emission_target=target,
+        crf_trains_encoder=trains,
+    )  # fmt: skip
     model = BertModule(task, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2").eval()
     with torch.no_grad():  # transitions that move the posterior away from the emissions' softmax
         model.head.crf.transitions.normal_(0.0, 1.0)
@@ -264,6 +269,10 @@ def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(wei
         torch.testing.assert_close(gradient[first], (logits.softmax(-1) - wanted).detach() / len(logits))
     torch.testing.assert_close(out["emission_loss"], expected)
     torch.testing.assert_close(out["loss"], out["crf_loss"] + weight * expected)
+    transitions = model.head.crf.transitions
+    reached = torch.autograd.grad(out["crf_loss"], [out["logits"], transitions], allow_unused=True)
+    assert reached[1] is not None and reached[1].abs().sum() > 0  # the CRF's scores learn either way
+    assert (reached[0] is not None and bool(reached[0][first].abs().sum() > 0)) == trains
 
 
 @pytest.mark.parametrize(
@@ -275,6 +284,8 @@ def test_the_emission_loss_adds_the_logits_cross_entropy_at_the_scored_words(wei
             {"crf": True, "emission_loss_weight": 1.0, "emission_target": "posterior"},
             "expected one of labels, crf, viterbi",
         ),
+        ({"crf": True, "crf_trains_encoder": False}, "crf_trains_encoder false: .* emission_loss_weight > 0"),
+        ({"crf": False, "crf_trains_encoder": False}, "crf_trains_encoder false: .*set crf: true"),
     ],
 )
 def test_an_emission_loss_without_a_crf_or_below_zero_is_refused(options, message):

@@ -80,6 +80,9 @@ class TokenClassificationHead(Head, TransformersExport):
             ``viterbi``, the CRF's own Viterbi path (held constant): the emissions learn the
             decisions the transitions add, so that their argmax alone (transformers' pipeline)
             agrees with the CRF's.
+        crf_trains_encoder: whether the CRF's loss reaches the emissions (and the encoder); False:
+            it trains the CRF's scores alone, on the emissions held constant, which the
+            emission loss trains.
     """
 
     hf_architecture = "BertForTokenClassification"
@@ -95,10 +98,12 @@ class TokenClassificationHead(Head, TransformersExport):
         crf_learning_rate: float = 1e-3,
         emission_loss_weight: float = 0.0,
         emission_target: str = "labels",
+        crf_trains_encoder: bool = True,
     ) -> None:
         super().__init__()
         self.tags, self.crf_learning_rate = list(tags), crf_learning_rate
         self.emission_loss_weight, self.emission_target = emission_loss_weight, emission_target
+        self.crf_trains_encoder = crf_trains_encoder
         self.dropout = Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, len(tags))
         nn.init.normal_(self.classifier.weight, std=config.initializer_range)
@@ -193,7 +198,8 @@ class TokenClassificationHead(Head, TransformersExport):
             emissions, words, free_start = self._words(logits, batch)
             tags, scored = batch["labels"].gather(1, words.clamp(min=0)), words >= 0
             words_scored = scored.sum()
-            nll = self.crf.nll(emissions, tags, scored, free_start).sum()  # per word: the sentences' sum / words
+            read = emissions if self.crf_trains_encoder else emissions.detach()
+            nll = self.crf.nll(read, tags, scored, free_start).sum()  # per word: the sentences' sum / words
             out["loss"] = mean_over_processes(nll, words_scored, self.training)
             if self.emission_loss_weight:
                 out["crf_loss"] = out["loss"]

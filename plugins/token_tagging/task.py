@@ -85,6 +85,12 @@ class TokenClassification(Task):
             CRF's own posterior of each word's tag) or ``viterbi`` (its Viterbi path), held
             constant: the emissions also learn what the transitions decide
             (``benchmarks/crf_export.py`` measures each).
+        crf_trains_encoder: whether the CRF's loss trains the emissions and the encoder under
+            them. False: it trains the CRF's transition, start and end scores alone, and the
+            emissions learn from their own cross-entropy (``emission_loss_weight``, which must
+            then be > 0) as a softmax tagger does: the logits' arg-max (``transformers``' plain
+            pipeline) is then that tagger's, and the CRF's Viterbi path adds only what the
+            transitions decide (the forbidden IOB2 moves, an entity's type kept across its words).
         context: document context (FLERT, Schweter & Akbik 2020): up to this many sub-word tokens
             of the text before and after each window, from the same sentence and its neighbours
             in the same document, are encoded with it (as room in ``max_length`` allows, the
@@ -110,6 +116,7 @@ class TokenClassification(Task):
         crf_learning_rate: float = 1e-3,
         emission_loss_weight: float = 0.0,
         emission_target: EmissionTarget = "labels",
+        crf_trains_encoder: bool = True,
         context: int = 0,
     ) -> None:
         super().__init__()
@@ -122,6 +129,11 @@ class TokenClassification(Task):
         check_choice("model.task.emission_target", emission_target, EmissionTarget)
         if emission_loss_weight and not crf:
             raise ValueError("model.task.emission_loss_weight: weighs a loss beside the CRF's; set crf: true")
+        if not crf_trains_encoder and not (crf and emission_loss_weight):
+            raise ValueError(
+                "model.task.crf_trains_encoder false: then the emissions' own cross-entropy trains the encoder; "
+                "set crf: true and emission_loss_weight > 0"
+            )
         if crf and label_all_subwords:
             raise ValueError(
                 "model.task.crf: the CRF scores the first sub-word of each word; set label_all_subwords: false"
@@ -138,7 +150,7 @@ class TokenClassification(Task):
         hp = self.hparams
         return TokenClassificationHead(
             self.tags, config, hp.classifier_dropout, hp.crf, hp.crf_learning_rate,
-            hp.get("emission_loss_weight", 0.0), hp.get("emission_target", "labels"),
+            hp.get("emission_loss_weight", 0.0), hp.get("emission_target", "labels"), hp.get("crf_trains_encoder", True),
         )  # fmt: skip
 
     # ----- data -----
