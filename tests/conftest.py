@@ -391,6 +391,15 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A working directory in which ``bertkit fit`` ran once on the bundled sample with the tiny
+    encoder (``TINY``): for tests of what is done with a checkpoint, not of what it learned."""
+    work = tmp_path_factory.mktemp("tiny_run")
+    run_bertkit("fit", "--config", str(RECIPE), *FAST, *TINY, cwd=work)
+    return work
+
+
 def fit_between_validations(model, datamodule, max_epochs: int) -> tuple[dict, dict]:
     """Validation metrics before and after fitting ``model`` (no logs, checkpoints or bars)."""
     import pytorch_lightning as pl

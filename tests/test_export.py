@@ -118,19 +118,21 @@ def test_pretraining_head_has_no_onnx_export(tmp_path):
 
 
 @pytest.mark.slow
-def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys):
+def test_export_command_on_a_trained_ner_checkpoint(tiny_run, tmp_path, capsys):
     import onnxruntime
 
     from bertkit.cli import main
 
-    (best,) = [p for p in (sample_run / "runs/ner/checkpoints").glob("*.ckpt") if p.name != "last.ckpt"]
+    (best,) = [p for p in (tiny_run / "runs/ner/checkpoints").glob("*.ckpt") if p.name != "last.ckpt"]
     assert main(["export", str(best), str(tmp_path / "out"), "--int8", "true"]) == 0
     assert "onnxruntime vs bertkit" in capsys.readouterr().out
-    # MiniLM's 90 MB of weights: the folder is self-contained, so it still runs after a move
+    # the graph holds the weights: the folder is self-contained, so it still runs after a move
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")) == []
-    assert (tmp_path / "out/model.onnx").stat().st_size > 80_000_000
+    weights = (tmp_path / "out/model.safetensors").stat().st_size
+    assert (tmp_path / "out/model.onnx").stat().st_size > 0.9 * weights
     shutil.move(tmp_path / "out", tmp_path / "moved")
     hf = transformers.BertForTokenClassification.from_pretrained(tmp_path / "moved").eval()
+    layers = hf.config.num_hidden_layers
     assert not [k for k in hf.state_dict() if "pooler" in k]  # the export has exactly the class's keys
     tokenizer = transformers.BertTokenizerFast.from_pretrained(tmp_path / "moved")
     inputs = tokenizer(TEXTS, padding=True, return_tensors="pt")
@@ -155,7 +157,7 @@ def test_export_command_on_a_trained_ner_checkpoint(sample_run, tmp_path, capsys
 
     graph = onnx.load(tmp_path / "moved/model.int8.onnx").graph
     ops = Counter(node.op_type for node in graph.node)
-    assert ops["MatMulInteger"] >= 4 * 6 and ops["MatMul"] == 2 * 6
+    assert ops["MatMulInteger"] >= 4 * layers and ops["MatMul"] == 2 * layers
 
 
 def test_export_without_the_onnx_extra_writes_the_transformers_folder_and_says_how(

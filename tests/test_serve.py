@@ -33,7 +33,7 @@ from bertkit.inference.onnx import export_onnx
 from bertkit.inference.predictor import Predictor
 from bertkit.training.callbacks import prediction_records
 from bertkit.training.trained import save_serving_config
-from tests.conftest import FAST, RECIPE, TINY, Forked, Spawned, run_bertkit
+from tests.conftest import Forked, Spawned, run_bertkit
 from tests.test_export import tiny
 
 LONG = " ".join(["Peter Blackburn flew from Oslo to Paris on Tuesday ."] * 12)  # > 32 tokens: windows
@@ -249,12 +249,11 @@ def _post(port: int, path: str, payload: object, **kwargs) -> tuple[int, object]
 
 
 @pytest.fixture(scope="module")
-def ner_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def ner_checkpoint(tiny_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny NER checkpoint whose tagger says B-PER for every word (its bias raised): every
     word is an entity, so the checks below on entities can fail."""
     root = tmp_path_factory.mktemp("serve")
-    run_bertkit("fit", "--config", str(RECIPE), *FAST, *TINY, cwd=root)
-    checkpoint = torch.load(root / "runs/ner/checkpoints/last.ckpt", weights_only=True)
+    checkpoint = torch.load(tiny_run / "runs/ner/checkpoints/last.ckpt", weights_only=True)
     checkpoint["state_dict"]["head.classifier.bias"][1] += 100.0  # tags: O, B-PER, I-PER, …
     torch.save(checkpoint, root / "per.ckpt")
     return root / "per.ckpt"
