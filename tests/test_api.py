@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bertkit.api
+from bertkit.api.task import Task
 from tests.conftest import ROOT
 
 TIERS = ("bertkit.api", "bertkit.api.task", "bertkit.api.encoder", "bertkit.api.app")
@@ -128,28 +129,30 @@ def test_every_registered_task_records_exactly_its_own_settings() -> None:
         assert type(task)(**dict(task.hparams)).hparams == task.hparams, name  # rebuilt as a checkpoint does
 
 
+class NoData(Task):
+    """A task that reads and builds nothing: for tests of ``Task``'s own members."""
+
+    def read(self, path, labelled=True):
+        return []
+
+    def featurize(self, examples, tokenizer, max_length):
+        return []
+
+    def build_head(self, config, tokenizer):
+        raise NotImplementedError
+
+
 def test_a_task_records_the_settings_of_the_init_that_calls_save_hyperparameters() -> None:
     import functools
     import pickle
     import subprocess
     import sys
 
-    from bertkit.api.task import Task
-
-    class Base(Task):
+    class Base(NoData):
         def __init__(self, size: int = 2, name: str = "a", **extra) -> None:
             size = size * 10  # the value when it is called is what is recorded
             self.save_hyperparameters()
             self.seen = dict(self.hparams)
-
-        def read(self, path, labelled=True):
-            return []
-
-        def featurize(self, examples, tokenizer, max_length):
-            return []
-
-        def build_head(self, config, tokenizer):
-            raise NotImplementedError
 
     def logged(init):
         @functools.wraps(init)
@@ -222,19 +225,8 @@ def test_the_default_predict_gives_each_feature_its_own_tokens_of_the_declared_o
     losses never. A named output of another shape, or none, is an error naming it."""
     import torch
 
-    from bertkit.api.task import Task
-
-    class Tagger(Task):
+    class Tagger(NoData):
         token_outputs = ("logits",)
-
-        def read(self, path, labelled=True):
-            return []
-
-        def featurize(self, examples, tokenizer, max_length):
-            return []
-
-        def build_head(self, config, tokenizer):
-            raise NotImplementedError
 
     longest = max(lengths) + pad
     mask = torch.tensor([[1] * n + [0] * (longest - n) for n in lengths])
