@@ -6,15 +6,21 @@ gradient sync); a run killed inside an epoch resumes exactly; a fine-tuning spli
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
 import random
 import re
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
+from unittest.mock import patch
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bertkit.data.streaming import StreamedFeatures, require_litdata, stored_feature, write_chunks
 from tests.conftest import RECIPE, ROOT, TINY, free_port, run_bertkit
@@ -52,7 +58,9 @@ def test_litdata_storage_holds_the_instances_of_the_shards_and_masks_them_alike(
 
     corpus = corpus_file(tmp_path / "corpus.txt", random.Random(0), documents=40)
     shards = Shards(_prepare(corpus, tmp_path / "shards", "shards"))
+    method = multiprocessing.get_start_method(allow_none=True)
     streamed = _prepare(corpus, tmp_path / "litdata", "litdata", chunk_bytes="2kb")
+    assert multiprocessing.get_start_method(allow_none=True) == method  # litdata's spawn is undone
     manifest = json.loads((streamed / "manifest.json").read_text())
     assert manifest.pop("storage") == "litdata" and manifest == shards.manifest
     assert len(list(streamed.glob("chunk-*.bin"))) > 3
@@ -256,3 +264,30 @@ def test_a_writer_that_falls_short_is_an_error_not_a_short_folder(tmp_path):
     with pytest.raises(RuntimeError, match=r"3 items written of 5 \(a writer process failed"):
         write_chunks(partial(_chunk_of, (3,)), [0], tmp_path / "out", expected=5)
     assert stored_feature({"input_ids": np.arange(3), "label": 1}, None, 0) == {"input_ids": [0, 1, 2], "label": 1}
+
+
+@settings(max_examples=16, deadline=None)
+@given(
+    before=st.sampled_from([None, "fork", "spawn", "forkserver"]), set_inside=st.sampled_from(["spawn", "fork"]),
+    fails=st.booleans(),
+)  # fmt: skip
+def test_writing_chunks_gives_the_process_back_its_start_method(before, set_inside, fails, tmp_path_factory) -> None:
+    """``write_chunks`` around a litdata that sets the start method (as ``litdata.optimize``
+    does): the process has its own again afterwards, also when the writing fails."""
+    from bertkit.data import streaming
+
+    def optimize(output_dir, **_):
+        multiprocessing.set_start_method(set_inside, force=True)
+        if fails:
+            raise RuntimeError("a writer failed")
+        Path(output_dir, "index.json").write_text(json.dumps({"chunks": [{"chunk_size": 1}]}))
+
+    original = multiprocessing.get_start_method(allow_none=True)
+    try:
+        multiprocessing.set_start_method(before, force=True)
+        litdata = SimpleNamespace(optimize=optimize)
+        with patch.object(streaming, "require_litdata", lambda: litdata), contextlib.suppress(RuntimeError):
+            streaming.write_chunks(lambda x: [x], [1], tmp_path_factory.mktemp("chunks"), workers=1)
+        assert multiprocessing.get_start_method(allow_none=True) == before
+    finally:
+        multiprocessing.set_start_method(original, force=True)

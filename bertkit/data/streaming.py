@@ -22,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -130,21 +132,35 @@ def write_chunks(
     """
     litdata = require_litdata()
     sizes = {"chunk_size": chunk_size} if chunk_size else {"chunk_bytes": chunk_bytes}
-    litdata.optimize(
-        fn=items,
-        inputs=list(inputs),
-        output_dir=str(output),
-        num_workers=workers,
-        mode="overwrite",
-        verbose=False,
-        **sizes,
-    )
+    with start_method_kept():  # litdata.optimize sets the process's start method to spawn for good
+        litdata.optimize(
+            fn=items,
+            inputs=list(inputs),
+            output_dir=str(output),
+            num_workers=workers,
+            mode="overwrite",
+            verbose=False,
+            **sizes,
+        )
     written = sum(c["chunk_size"] for c in json.loads((Path(output) / INDEX).read_text("utf-8"))["chunks"])
     if expected is not None and written != expected:
         raise RuntimeError(
             f"{output}: {written} items written of {expected} (a writer process failed; see its log above)"
         )
     return written
+
+
+@contextmanager
+def start_method_kept() -> Iterator[None]:
+    """Give the process back the ``multiprocessing`` start method it had (None: the platform's
+    default, still unchosen) whatever the body sets: ``litdata.optimize`` sets ``spawn`` with
+    ``force=True`` and leaves it, so every DataLoader worker the process starts afterwards
+    (a fit after ``bertkit stream`` in one script or notebook) would import everything again."""
+    before = multiprocessing.get_start_method(allow_none=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(before, force=True)
 
 
 def stored_feature(item: dict[str, Any], epoch: int | None, seed: int) -> Feature:
