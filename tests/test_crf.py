@@ -199,7 +199,7 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
     for _ in range(40):
         loss = model(batch)["loss"]
         optimizer.zero_grad(), loss.backward(), optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     assert losses[-1] < losses[0] / 4 and model.head.crf.transitions.grad.abs().sum() > 0
     model.eval()
     with torch.no_grad():
