@@ -188,8 +188,8 @@ def main() -> None:
     )
     parser.add_argument(
         "--crf-trains-encoder",
-        type=lambda v: {"true": True, "false": False}[v],
-        default=True,
+        choices=["true", "false"],
+        default="true",
         help="true (the recipe's) or false: the CRF's loss trains its own scores alone (model.task.crf_trains_encoder)",
     )
     parser.add_argument(
@@ -211,6 +211,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("runs/crf_export"))
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
+    args.crf_trains_encoder = args.crf_trains_encoder == "true"
     data = Path(os.environ.get("BERTKIT_DATA_DIR", ROOT.parent / "shared" / "data"))
     if not (data / TEST).is_file():
         raise SystemExit(f"{data}: no {TEST}; set BERTKIT_DATA_DIR to the real data folder")
