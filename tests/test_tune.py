@@ -10,6 +10,7 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -223,12 +224,11 @@ def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_valid
 
 @pytest.mark.slow
 def test_two_workers_share_a_study_one_through_its_journal_file_one_through_a_grpc_proxy(tmp_path: Path) -> None:
-    """``bertkit tune`` workers started together on one study (the tiny recipe, two trials), each
-    in a new interpreter (a process forked from this one would inherit the forkserver an earlier
-    test's tune started here, which multiprocessing then fails to wait for): one reads and writes
-    the journal file itself, the other reaches it through a gRPC proxy (Optuna's
-    ``run_grpc_proxy_server``, in a process of its own: gRPC's threads never live in this one,
-    whose later tests fork). Each trial is run by one worker, in a run folder of its own."""
+    """``bertkit tune`` workers running together on one study (the tiny recipe, two trials): one
+    in a new interpreter reaches it through a gRPC proxy (Optuna's ``run_grpc_proxy_server``, in
+    a process of its own: gRPC's threads never live in this one, whose later tests fork), the
+    other, in this process while the first runs, reads and writes the journal file itself. Each
+    trial is run by one worker, in a run folder of its own."""
     pytest.importorskip("grpc")
     import optuna
 
@@ -241,24 +241,24 @@ def test_two_workers_share_a_study_one_through_its_journal_file_one_through_a_gr
         f"optuna.storages.journal.JournalFileBackend({str(journal)!r})), host='127.0.0.1', port={port})"
     )
     server = subprocess.Popen([sys.executable, "-c", serve], stderr=subprocess.DEVNULL)
+    tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", "2"]
     exe = str(Path(sys.executable).with_name("bertkit"))
-    tune = [exe, "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--trials", "2"]
-    storages = ("journal://study.log", f"grpc://127.0.0.1:{port}")  # relative: made absolute for the trials
     try:
-        workers = [
-            subprocess.Popen(
-                [*tune, "--storage", storage, "--seed", str(seed)],
-                cwd=tmp_path,
-                text=True,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-            for seed, storage in enumerate(storages, start=1)
-        ]
-        outputs = [w.communicate(timeout=600) for w in workers]
+        proxied = subprocess.Popen(
+            [exe, *tune, "--storage", f"grpc://127.0.0.1:{port}", "--seed", "2"],
+            cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        first = tmp_path / "runs" / "trials" / "000"  # made when the proxied worker starts trial 0
+        for _ in range(1200):
+            if first.exists() or proxied.poll() is not None:
+                break
+            time.sleep(0.25)
+        local = run_bertkit(*tune, "--storage", "journal://study.log", "--seed", "1", cwd=tmp_path, check=False)
+        _, err = proxied.communicate(timeout=600)  # relative journal path: made absolute for the trials
     finally:
         server.kill(), server.wait()
-    assert all(w.returncode == 0 for w in workers), [err[-2000:] for _, err in outputs]
+    assert local.returncode == 0 and proxied.returncode == 0, (local.stderr[-2000:], err[-2000:])
+    assert "trial 000 complete" in err and "trial 001 complete" in local.stderr  # one trial each
     storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
     trials = optuna.load_study(study_name="tiny", storage=storage).trials
     assert len(trials) >= 2 and all(t.state.name == "COMPLETE" for t in trials)
