@@ -131,7 +131,7 @@ def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tm
     }
     data = BertDataModule(tasks=tasks, batch_size=8, task_temperature=math.inf)  # equal shares
     trainer = pl.Trainer(
-        max_epochs=2, limit_train_batches=40, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        max_epochs=2, limit_train_batches=20, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path,
     )  # fmt: skip
     before = trainer.validate(model, datamodule=data, verbose=False)[0]
