@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from bertkit import compose
 from bertkit.commands.tuning import Param, Pruning, read_space
 from tests.conftest import RECIPE, ROOT, free_port, run_bertkit
 
@@ -94,6 +95,7 @@ def tiny_recipe(folder: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path: Path) -> None:
     """Two trials, then one more on resuming (the space fails one of them: it is recorded and the
     study goes on); with ``--tracker``, every complete trial is also an MLflow run."""
@@ -141,12 +143,9 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
     }
     assert "trainer.limit_train_batches" not in rows[0]  # fixed, not searched
     assert (out / "history.png").stat().st_size > 1000 and (out / "slice.png").is_file()
-    run_bertkit(
-        "fit", "--config", "tiny.yaml", "--config", str(out / "best.yaml"), "--trainer.max_epochs=1",
-        f"--trainer.default_root_dir={tmp_path / 'again'}", cwd=tmp_path,
-    )  # fmt: skip
-    config = yaml.safe_load((tmp_path / "again" / "logs" / "version_0" / "config.yaml").read_text())
-    assert config["model"]["learning_rate"] == pytest.approx(float(best["model.learning_rate"]))
+    again = compose(tmp_path / "tiny.yaml", out / "best.yaml")  # what fit reads from both files
+    assert again.model.hparams["learning_rate"] == pytest.approx(float(best["model.learning_rate"]))
+    assert again.datamodule.hparams["max_length"] == 32 and again.trainer.limit_train_batches == 2
 
 
 def test_a_stale_trial_is_waited_for_failed_and_run_again_with_its_parameters(
@@ -223,6 +222,7 @@ def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_valid
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_two_workers_share_a_study_one_through_its_journal_file_one_through_a_grpc_proxy(tmp_path: Path) -> None:
     """``bertkit tune`` workers running together on one study (the tiny recipe, two trials): one
     in a new interpreter reaches it through a gRPC proxy (Optuna's ``run_grpc_proxy_server``, in
