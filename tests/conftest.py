@@ -39,13 +39,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``python -m tests.durations``) first, and in each the longest tests first, each module's tests
     kept together; new ones last: xdist hands out tests in this order, so the longest runs start
     early instead of leaving one worker busy at the end while the other idles (longest-first
-    scheduling). A test measured at ``QUICK_LIMIT`` seconds or more is marked ``slow``: the quick
-    subset (``-m "not slow"``) leaves it out."""
+    scheduling). A test measured at ``QUICK_LIMIT`` seconds or more, and every ``system`` test,
+    is marked ``slow``: the quick subset (``-m "not slow"``) leaves it out."""
     measured = json.loads((ROOT / "tests" / "durations.json").read_text())
     modules, tests = measured["modules"], measured["tests"]
     items.sort(key=lambda item: (-modules.get(item.nodeid.partition("::")[0], 0.0), -tests.get(item.nodeid, 0.0)))
     for item in items:
-        if tests.get(item.nodeid, 0.0) >= QUICK_LIMIT:
+        if tests.get(item.nodeid, 0.0) >= QUICK_LIMIT or item.get_closest_marker("system"):
             item.add_marker(pytest.mark.slow)
 
 

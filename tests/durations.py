@@ -1,8 +1,10 @@
 """Write ``tests/durations.json`` (the order ``conftest.pytest_collection_modifyitems`` hands tests
-out in) from the output of a whole run of the suite with ``--durations=0``:
+out in) from the output of whole runs of the suite with ``--durations=0``, the default run's and
+the system tests' (a test in both takes the later log's times):
 
     pytest --durations=0 -p no:cacheprovider > suite.log
-    python -m tests.durations suite.log
+    pytest -m system --durations=0 -p no:cacheprovider > system.log
+    python -m tests.durations suite.log system.log
 
 Per module the sum of its tests' setup, call and teardown times; per test of ``QUICK_LIMIT`` seconds
 or more its own (``conftest`` marks those ``slow``: the quick subset ``-m "not slow"`` leaves them out).
@@ -26,31 +28,36 @@ quick subset."""
 LINE = re.compile(r"^([0-9.]+)s (?:call|setup|teardown)\s+(\S+)$")
 
 
-def durations(log: str) -> tuple[dict[str, float], dict[str, float]]:
-    """(seconds per module, seconds per test) of a ``--durations=0`` report."""
+def durations(*logs: str) -> tuple[dict[str, float], dict[str, float]]:
+    """(seconds per module, seconds per test) of ``--durations=0`` reports; a test in several
+    takes the last one's."""
+    tests: dict[str, float] = {}
+    for log in logs:
+        found_here: dict[str, float] = defaultdict(float)
+        for line in log.splitlines():
+            found = LINE.match(line.strip())
+            if found:
+                found_here[found[2]] += float(found[1])
+        tests |= found_here
     modules: dict[str, float] = defaultdict(float)
-    tests: dict[str, float] = defaultdict(float)
-    for line in log.splitlines():
-        found = LINE.match(line.strip())
-        if found:
-            seconds, test = float(found[1]), found[2]
-            modules[test.partition("::")[0]] += seconds
-            tests[test] += seconds
-    return dict(modules), dict(tests)
+    for test, seconds in tests.items():
+        modules[test.partition("::")[0]] += seconds
+    return dict(modules), tests
 
 
-def main(log_file: str) -> None:
+def main(*log_files: str) -> None:
     import torch
 
-    text = Path(log_file).read_text(encoding="utf-8")
-    modules, tests = durations(text)
+    texts = [Path(log_file).read_text(encoding="utf-8") for log_file in log_files]
+    modules, tests = durations(*texts)
     if not modules:
-        sys.exit(f"{log_file}: no --durations=0 lines (run pytest --durations=0 and pass its output)")
-    workers = re.search(r"created: (\d+)/\d+ workers", text)
+        sys.exit(f"{', '.join(log_files)}: no --durations=0 lines (run pytest --durations=0 and pass its output)")
+    workers = re.search(r"created: (\d+)/\d+ workers", texts[0])
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     result = {
-        "command": "pytest --durations=0, then python -m tests.durations LOG: per module, the sum of its tests' "
-        "setup, call and teardown times; per test of QUICK_LIMIT s or more, its own",
+        "command": "pytest --durations=0 and pytest -m system --durations=0, then python -m tests.durations LOG "
+        "SYSTEM_LOG: per module, the sum of its tests' setup, call and teardown times; per test of QUICK_LIMIT s "
+        "or more, its own",
         "commit": commit.stdout.strip(),
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "

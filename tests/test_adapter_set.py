@@ -139,6 +139,7 @@ def _labels(records: object) -> object:
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_serve_answers_each_request_with_the_adapter_it_names(
     checkpoints: dict[str, Path], alone: dict[str, list], tmp_path: Path
 ) -> None:

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import RECIPE, ROOT, TINY, notebook, run_bertkit, run_bertkit_forked
 from tests.test_qa_train import toy_squad
 
-pytestmark = [pytest.mark.slow, pytest.mark.ddp]  # two processes each (DDP)
+pytestmark = [pytest.mark.slow, pytest.mark.ddp, pytest.mark.system]  # two new processes each (DDP)
 
 TWO = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 QUIET = ["--trainer.enable_progress_bar=false"]

@@ -22,7 +22,7 @@ import torch
 from tests.conftest import RECIPE, ROOT, TINY, free_port, run_bertkit
 from tests.test_ddp_equality import LOSS_TOLERANCE, WEIGHT_TOLERANCE
 
-pytestmark = [pytest.mark.slow, pytest.mark.ddp]
+pytestmark = [pytest.mark.slow, pytest.mark.ddp, pytest.mark.system]
 
 COMMON = [
     "--config", str(RECIPE), *TINY,

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.slow  # each notebook runs in a kernel
+pytestmark = [pytest.mark.slow, pytest.mark.system]  # each notebook runs in a kernel
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")

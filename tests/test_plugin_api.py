@@ -39,40 +39,54 @@ def test_the_plugin_pages_show_the_code_tested_here() -> None:
     assert f"```python\n{command}```" in (ROOT / "docs" / "plugins.md").read_text()
 
 
-def test_the_documented_task_trains_tests_predicts_exports_and_serves(site, tmp_path):
-    score_files(tmp_path)
-    texts = (tmp_path / "texts.txt").read_text().splitlines()
+@pytest.fixture(scope="module")
+def documented_task(site: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], list[dict]]:
+    """The guide's score task fit on the colour-count files, tested, its predictions written
+    and its checkpoint exported: (folder, environment, prediction records)."""
+    folder = tmp_path_factory.mktemp("score_task")
+    score_files(folder)
+    texts = (folder / "texts.txt").read_text().splitlines()
     files = {"train": "train.tsv", "validation": "test.tsv", "test": "test.tsv"}
-    config = recipe(tmp_path, "ScoreTask", files, key="task")
+    config = recipe(folder, "ScoreTask", files, key="task")
     env = env_with(site, BERTKIT_LOAD_PLUGINS="score_task,scores_command")
 
-    run_bertkit("fit", "--config", str(config), cwd=tmp_path, env=env)
-    tested = run_bertkit("test", "--config", str(config), "--ckpt_path", "last", cwd=tmp_path, env=env)
+    run_bertkit("fit", "--config", str(config), cwd=folder, env=env)
+    tested = run_bertkit("test", "--config", str(config), "--ckpt_path", "last", cwd=folder, env=env)
     assert score(tested.stdout, "test/score") < 0.5  # the colour count varies by about 1.3 (variance ~1.6)
     predict = ["predict", "--config", str(config), "--ckpt_path", "last", "--data.predict_file", "texts.txt"]
-    run_bertkit(*predict, cwd=tmp_path, env=env)
-    records = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    run_bertkit(*predict, cwd=folder, env=env)
+    records = [json.loads(line) for line in (folder / "predictions.jsonl").read_text().splitlines()]
     assert [r["text"] for r in records] == texts and records[0]["score"] > records[1]["score"] + 1
+    run_bertkit("export", str(folder / "checkpoints" / "last.ckpt"), "export", "--onnx", "false", cwd=folder, env=env)
+    return folder, env, records
 
-    export = ["export", str(tmp_path / "checkpoints" / "last.ckpt"), "export", "--onnx", "false"]
-    run_bertkit(*export, cwd=tmp_path, env=env)
+
+def test_the_documented_task_trains_tests_predicts_and_exports(documented_task) -> None:
+    """The export read by transformers, and by the guide's command, gives the scores predicted."""
     import transformers
 
-    hf = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "export").eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "export")
+    folder, env, records = documented_task
+    texts = [r["text"] for r in records]
+    hf = transformers.BertForSequenceClassification.from_pretrained(folder / "export").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder / "export")
     with torch.no_grad():
         logits = hf(**tokenizer(texts, return_tensors="pt", padding=True)).logits.squeeze(-1)
     assert logits.tolist() == pytest.approx([r["score"] for r in records], abs=1e-4)
 
-    with serving(tmp_path / "export", tmp_path, "--embed", "false", env=env) as (port, _):
+    said = run_bertkit("scores", "export", "texts.txt", "--output", "scored.jsonl", cwd=folder, env=env).stdout
+    scored = [json.loads(line) for line in (folder / "scored.jsonl").read_text().splitlines()]
+    assert f"{len(texts)} records written to scored.jsonl" in said and [r["text"] for r in scored] == texts
+    assert [r["score"] for r in scored] == pytest.approx([r["score"] for r in records], abs=1e-4)
+
+
+@pytest.mark.system
+def test_the_documented_task_is_served(documented_task) -> None:
+    folder, env, records = documented_task
+    texts = [r["text"] for r in records]
+    with serving(folder / "export", folder, "--embed", "false", env=env) as (port, _):
         status, served = _post(port, "/predict", {"inputs": texts})
     assert status == 200 and [r["text"] for r in served] == texts
     assert [r["score"] for r in served] == pytest.approx([r["score"] for r in records], abs=1e-4)
-
-    said = run_bertkit("scores", "export", "texts.txt", "--output", "scored.jsonl", cwd=tmp_path, env=env).stdout
-    scored = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
-    assert f"{len(texts)} records written to scored.jsonl" in said and [r["text"] for r in scored] == texts
-    assert [r["score"] for r in scored] == pytest.approx([r["score"] for r in records], abs=1e-4)
 
 
 def test_the_documented_family_loads_fine_tunes_and_exports_a_camembert_directory(site, tmp_path):

@@ -97,7 +97,7 @@ ORDERS = {"random": [], "token_budget": ["--data.max_tokens=160"]}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("order", list(ORDERS))
+@pytest.mark.parametrize("order", ["random", pytest.param("token_budget", marks=pytest.mark.system)])
 def test_kill_9_inside_an_epoch_then_resume_ends_as_the_uninterrupted_run(tmp_path, order):
     checkpoint = interrupt_then_resume(tmp_path, "KillAtStep", 11, *ORDERS[order])
     # validated (and checkpointed) every 3 batches: killed at step 11, resumed from step 9, inside epoch 1
@@ -105,6 +105,7 @@ def test_kill_9_inside_an_epoch_then_resume_ends_as_the_uninterrupted_run(tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_sigterm_inside_an_epoch_then_resume_ends_as_the_uninterrupted_run(tmp_path):
     checkpoint = interrupt_then_resume(tmp_path, "TermAtStep", 7)
     # Lightning stops at the batch boundary; last.ckpt holds that step: batch 2 of epoch 1
@@ -112,6 +113,7 @@ def test_sigterm_inside_an_epoch_then_resume_ends_as_the_uninterrupted_run(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_pretraining_with_dynamic_masks_killed_inside_an_epoch_resumes_exactly(tmp_path):
     """Masks drawn from (seed, epoch, index), not from a stream the kill would lose."""
     checkpoint = interrupt_then_resume(
@@ -122,6 +124,7 @@ def test_pretraining_with_dynamic_masks_killed_inside_an_epoch_resumes_exactly(t
 
 @pytest.mark.slow
 @pytest.mark.ddp
+@pytest.mark.system
 def test_kill_9_inside_an_epoch_on_two_processes_then_resume_ends_as_the_uninterrupted_run(tmp_path):
     checkpoint = interrupt_then_resume(tmp_path, "KillAtStep", 10, *TWO)
     assert checkpoint["global_step"] == 9 and place(checkpoint) == (1, 3)

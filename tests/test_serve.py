@@ -303,6 +303,7 @@ KEY = {"X-API-Key": "k"}
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None:
     port = served
     status, records = _post(port, "/predict", {"inputs": ["Peter Blackburn flew to Oslo .", LONG]}, headers=KEY)
@@ -362,6 +363,7 @@ def test_serve_answers_every_route_and_refuses_bad_requests(served: int) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_a_bad_request_fails_alone_in_its_batch_and_sigterm_drains(ner_checkpoint: Path, tmp_path: Path) -> None:
     """The checkpoint's export served on ONNX: four requests sent together are run as one batch
     (the first waits up to 3 s for the others); SIGTERM arrives while they wait: each is
@@ -427,6 +429,7 @@ def test_a_cpu_worker_runs_the_model_the_main_process_loaded(ner_checkpoint: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.browser
 def test_the_page_highlights_entities_in_a_real_browser(served: int) -> None:
     """``GET /`` in headless Chromium: type the key and two lines, run, read the marks."""

@@ -159,6 +159,7 @@ PRETRAIN_STREAMED = [a for a in PRETRAIN if not a.startswith("--trainer.max_step
 
 
 @pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("processes", [1, pytest.param(2, marks=pytest.mark.ddp)])
 def test_streamed_pretraining_killed_inside_an_epoch_resumes_exactly(tmp_path, processes):
     from bertkit_plugins.pretraining.corpus import python_docs_corpus
