@@ -76,6 +76,7 @@ def test_recipe_mistakes_are_reported_before_lightning_is_imported(args: list[st
 
 
 @pytest.mark.slow
+@pytest.mark.system  # a new interpreter imports torch and Lightning
 def test_help_all_is_lightning_clis_full_help() -> None:
     rc, out, heavy = imported_after(["fit", "--help-all"])
     assert rc == 0

@@ -49,6 +49,7 @@ def _same(a: dict, b: dict) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_litdata_storage_holds_the_instances_of_the_shards_and_masks_them_alike(tmp_path):
     from bertkit_plugins.pretraining import TokenMasking
     from bertkit_plugins.pretraining.shards import Shards
@@ -129,6 +130,7 @@ SHARE_CASES = [((10, 10, 7), 4, 0), ((9, 4, 12, 7, 5), 3, 2)]  # 3 chunks; 4 chu
 
 @pytest.mark.slow
 @pytest.mark.ddp
+@pytest.mark.system
 def test_processes_read_disjoint_equal_shares_of_chunks_that_do_not_divide(tmp_path):
     """Each case on the same two processes, forked (one start of each)."""
     from functools import partial
@@ -176,6 +178,7 @@ def test_streamed_pretraining_killed_inside_an_epoch_resumes_exactly(tmp_path, p
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path):
     from bertkit import compose
 
@@ -259,6 +262,7 @@ def test_streamed_data_without_litdata_names_the_extra_before_lightning_starts(t
 
 
 @pytest.mark.slow
+@pytest.mark.system
 def test_a_writer_that_falls_short_is_an_error_not_a_short_folder(tmp_path):
     from functools import partial
 
