@@ -23,7 +23,7 @@ from bertkit.data.samplers import (
     TokenBudgetBatchSampler,
     TrainShardSampler,
 )
-from tests.conftest import RECIPE, ROOT, TINY, notebook, run_bertkit, run_bertkit_forked
+from tests.conftest import RECIPE, ROOT, TINY, Spawned, notebook, run_bertkit
 
 ARGS = [
     "--config", str(RECIPE), *TINY,
@@ -69,10 +69,10 @@ def interrupt_then_resume(
     else:
         run_bertkit("fit", *args, *extra, cwd=whole)
     env = {"PYTHONPATH": str(ROOT)}
-    stopped = run_bertkit_forked(
-        "fit", *args, *extra, f"--trainer.callbacks+=tests.kill.{callback}", f"--trainer.callbacks.step={step}",
-        cwd=broken, env=env,
-    )  # fmt: skip
+    stopped = Spawned(  # a new interpreter: a fork of this one could inherit a lock another thread held
+        ["fit", *args, *extra, f"--trainer.callbacks+=tests.kill.{callback}", f"--trainer.callbacks.step={step}"],
+        broken, env,
+    ).wait()  # fmt: skip
     assert stopped.returncode in (-signal.SIGKILL, 143), stopped.stderr[-2000:]
     resumed_from = torch.load(broken / f"runs/{folder}/checkpoints/last.ckpt", weights_only=True)
     assert not list((broken / f"runs/{folder}/checkpoints").glob(".*.tmp"))

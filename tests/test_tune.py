@@ -197,7 +197,6 @@ def test_tune_refuses_what_it_cannot_use(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.system
 def test_a_study_whose_every_trial_failed_exits_1(tmp_path: Path) -> None:
     tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text("data.max_length: [0, 1]\n")  # every trial fails at once
@@ -209,7 +208,6 @@ def test_a_study_whose_every_trial_failed_exits_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.system
 def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_validation(tmp_path: Path) -> None:
     recipe = tiny_recipe(tmp_path)
     recipe["trainer"]["callbacks"][0]["init_args"]["monitor"] = "val/f2"
