@@ -253,8 +253,9 @@ def test_two_workers_share_a_study_one_through_its_journal_file_one_through_a_gr
             if first.exists() or proxied.poll() is not None:
                 break
             time.sleep(0.25)
-        local = run_bertkit(*tune, "--storage", "journal://study.log", "--seed", "1", cwd=tmp_path, check=False)
-        _, err = proxied.communicate(timeout=600)  # relative journal path: made absolute for the trials
+        journal_storage = "journal://study.log"  # relative: made absolute for the trials
+        local = run_bertkit(*tune, "--storage", journal_storage, "--seed", "1", cwd=tmp_path, check=False)
+        _, err = proxied.communicate(timeout=600)
     finally:
         server.kill(), server.wait()
     assert local.returncode == 0 and proxied.returncode == 0, (local.stderr[-2000:], err[-2000:])
