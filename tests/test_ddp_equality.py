@@ -57,6 +57,7 @@ HEADS = {  # recipe, arguments, data writer
         ["--data.data_dir=.", "--data.train_file=train.json", "--data.validation_file=train.json", "--data.max_length=48"],
         _squad,
     ),
+    "multitask": (ROOT / "recipes/multitask.yaml", [], None),
     "pretraining_mlm_nsp": (
         ROOT / "recipes/pretrain_bert.yaml", ["--data.max_length=32", "--model.task.init_args.dynamic_masking=true"], None
     ),
@@ -84,7 +85,8 @@ def fit(folder: Path, recipe: Path, args: list[str], processes: int) -> tuple[li
     return losses, torch.load(last, weights_only=True)["state_dict"], scores
 
 
-@pytest.mark.parametrize("head", list(HEADS))
+# The multi-task case runs with the system tests (pytest -m system): the default run's budget.
+@pytest.mark.parametrize("head", [pytest.param(h, marks=pytest.mark.system) if h == "multitask" else h for h in HEADS])
 def test_two_processes_train_what_one_process_trains(tmp_path, head):
     recipe, args, write = HEADS[head]
     if write is not None:

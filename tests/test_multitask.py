@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule, TaskData
-from bertkit.data.samplers import TaskEvalBatchSampler, TaskMixingBatchSampler
+from bertkit.data.samplers import SplitBatchSampler, TaskEvalBatchSampler, TaskMixingBatchSampler
 from bertkit.tasks.task import Task
 from tests.conftest import FAST, ROOT, TINY, run_bertkit
 from tests.test_classification_train import toy_rows
@@ -71,6 +71,57 @@ def test_eval_batches_take_every_feature_once_and_the_tasks_in_turn(tasks, batch
     assert all(len({tasks[i] for i in b}) == 1 for b in batches)
     first = [tasks[b[0]] for b in batches[: len(set(tasks))]]
     assert sorted(first) == sorted(set(tasks))  # the first round has a batch of every task
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    tasks=task_lists, batch_size=st.integers(1, 8), world=st.integers(1, 4),
+    temperature=st.sampled_from([1.0, 2.0, math.inf]), data=st.data(),
+)  # fmt: skip
+def test_processes_train_one_task_per_step_and_together_one_processs_batches(
+    tasks, batch_size, world, temperature, data
+):
+    """N processes x batch B take, step by step, the batches one process takes with N x B (in
+    parts as even as possible, all of one task), leaving out only global batches with fewer
+    features than processes; a resumed epoch goes on with the step after the checkpoint's."""
+    epoch = data.draw(st.integers(0, 3))
+
+    def split(rank):
+        sampler = SplitBatchSampler(TaskMixingBatchSampler(tasks, batch_size * world, 5, temperature), world, rank)
+        sampler.set_epoch(epoch)
+        return sampler
+
+    one = TaskMixingBatchSampler(tasks, batch_size * world, 5, temperature)
+    one.set_epoch(epoch)
+    kept = [b for b in one if len(b) >= world]
+    steps = [list(split(rank)) for rank in range(world)]
+    assert all(len(s) == len(kept) for s in steps)
+    for k, batch in enumerate(kept):
+        parts = [s[k] for s in steps]
+        assert [i for part in parts for i in part] == batch  # together: one process's batch, in order
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1 and min(map(len, parts)) >= 1
+        assert len({tasks[i] for part in parts for i in part}) == 1  # one task at this step, everywhere
+    assert split(0).left_out() == sum(len(b) for b in one if len(b) < world)
+    at = data.draw(st.integers(0, len(kept)))
+    resumed = split(0)
+    resumed.resume(epoch, at)
+    assert list(resumed) == steps[0][at:]
+
+
+@settings(max_examples=50, deadline=None)
+@given(tasks=task_lists, batch_size=st.integers(1, 8), world=st.integers(1, 4), data=st.data())
+def test_processes_evaluate_every_feature_once_and_every_task(tasks, batch_size, world, data):
+    lengths = data.draw(st.lists(st.integers(1, 50), min_size=len(tasks), max_size=len(tasks)))
+    if min(Counter(tasks).values()) < world:
+        with pytest.raises(ValueError, match=r"data\.tasks\..*fewer than the .* processes"):
+            TaskEvalBatchSampler(tasks, lengths, batch_size, world, 0)
+        return
+    shares = [list(TaskEvalBatchSampler(tasks, lengths, batch_size, world, rank)) for rank in range(world)]
+    assert sorted(i for share in shares for b in share for i in b) == list(range(len(tasks)))
+    for share in shares:
+        assert all(len({tasks[i] for i in b}) == 1 and 0 < len(b) <= batch_size for b in share)
+        first = [tasks[b[0]] for b in share[: len(set(tasks))]]
+        assert sorted(first) == sorted(set(tasks))  # each process: a batch of every task in its first round
 
 
 def tasks() -> dict[str, Task]:

@@ -29,6 +29,7 @@ from bertkit.data.samplers import (
     BatchShardSampler,
     EvalShardSampler,
     IndexedByBatch,
+    SplitBatchSampler,
     TaskEvalBatchSampler,
     TaskMixingBatchSampler,
     TokenBudgetBatchSampler,
@@ -141,7 +142,9 @@ class BertDataModule(pl.LightningDataModule):
         tasks: multi-task data, for a task with the same named ``Task.tasks``: each one's
             ``data_dir``/``dataset`` and split files (``TaskData``), read by that named task;
             the top-level files are then unused. Each batch holds one task's
-            features; ``validation_split`` and ``max_tokens`` are not available with tasks.
+            features (with N processes, every process trains the same task at each step, its
+            part of the global batch of N x ``batch_size``: ``SplitBatchSampler``);
+            ``validation_split`` and ``max_tokens`` are not available with tasks.
         predict_chunk_size: examples per ``bertkit predict`` pass: features are built, predicted
             and written this many examples at a time (a plain text file is also read that many
             lines at a time), so memory does not grow with the file and an interrupted run keeps
@@ -569,8 +572,6 @@ class BertDataModule(pl.LightningDataModule):
                 return self._streamed_loader(features, common, world)
         lengths = self._lengths(features, train)
         tasks = [f["task"] for f in features] if hp.tasks else None
-        if tasks:
-            self._single_process("data.tasks")
         if train:
             kwargs = self._training_order(lengths, tasks, world, rank)
             settings = (hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, tasks, hp.task_temperature, world)
@@ -625,8 +626,15 @@ class BertDataModule(pl.LightningDataModule):
         """The training loader's order: tasks mixed by temperature, a token budget's batches
         dealt among the processes, or fixed-size batches of a shared order."""
         hp = self.hparams
-        if tasks:
-            return dict(batch_sampler=TaskMixingBatchSampler(tasks, hp.batch_size, hp.seed, hp.task_temperature))
+        if tasks:  # every process trains the same task at each step: its part of one global batch
+            mixed = TaskMixingBatchSampler(tasks, hp.batch_size * world, hp.seed, hp.task_temperature)
+            split = SplitBatchSampler(mixed, world, rank)
+            if split.left_out() and rank == 0:
+                log.warning(
+                    "data.tasks on %d processes: %d training features of the first epoch are in global batches with "
+                    "fewer features than processes and are left out", world, split.left_out(),
+                )  # fmt: skip
+            return dict(batch_size=None, sampler=split)
         if hp.max_tokens:
             sampler = BatchShardSampler(self._token_budget(lengths), world, rank)
             if sampler.left_out() and rank == 0:
@@ -647,11 +655,13 @@ class BertDataModule(pl.LightningDataModule):
     def _evaluation_order(
         self, count: int, lengths: list[int] | None, tasks: list[str] | None, world: int, rank: int
     ) -> dict[str, Any]:
-        """An evaluation loader's order: one task per batch, the tasks in turn; or the features
-        longest first (stored order for streamed data), each on one process."""
+        """An evaluation loader's order: one task per batch, the tasks in turn (each process some of
+        every task's batches); or the features longest first (stored order for streamed data),
+        each on one process."""
         size = self.hparams.eval_batch_size or 2 * self.hparams.batch_size
         if tasks:
-            return dict(batch_sampler=TaskEvalBatchSampler(tasks, lengths, size))
+            batches = TaskEvalBatchSampler(tasks, lengths, size, world, rank)
+            return dict(batch_sampler=batches) if world == 1 else dict(batch_size=None, sampler=batches)
         order = list(range(count)) if lengths is None else sorted(range(count), key=lambda i: -lengths[i])
         return dict(batch_size=size, sampler=EvalShardSampler(order, world, rank) if world > 1 else order)
 
@@ -671,10 +681,6 @@ class BertDataModule(pl.LightningDataModule):
                 features.location, left_out, len(features), world, max(hp.num_workers, 1),
             )  # fmt: skip
         return loader
-
-    def _single_process(self, field: str) -> None:
-        if self.trainer is not None and self.trainer.world_size > 1:
-            raise ValueError(f"{field}: these batches are built in one process only (trainer.devices 1)")
 
     def _token_budget(self, lengths: Any) -> TokenBudgetBatchSampler:
         padded = not self.unpadded

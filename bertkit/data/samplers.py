@@ -118,13 +118,8 @@ class TrainShardSampler(ResumableOrder, DistributedSampler):
         """This process's batches of this epoch."""
         if self._cache is None or self._cache[0] != self.epoch:
             order, size, world = self._order(), self.batch_size * self.num_replicas, self.num_replicas
-            own = []
-            for i in range(0, len(order) - self.left_out(), size):
-                part = order[i : i + size]
-                share, extra = divmod(len(part), world)
-                begin = self.rank * share + min(self.rank, extra)
-                own.append(part[begin : begin + share + (self.rank < extra)])
-            self._cache = (self.epoch, own)
+            parts = (order[i : i + size] for i in range(0, len(order) - self.left_out(), size))
+            self._cache = (self.epoch, [share(part, world, self.rank) for part in parts])
         return self._cache[1]
 
     def __iter__(self) -> Iterator[int | tuple[int, int]]:
@@ -133,6 +128,14 @@ class TrainShardSampler(ResumableOrder, DistributedSampler):
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.batches())
+
+
+def share(batch: list[int], num_replicas: int, rank: int) -> list[int]:
+    """Process ``rank``'s part of a global batch: ``num_replicas`` consecutive parts as even as
+    possible (the first ``len(batch) % num_replicas`` parts one longer)."""
+    size, extra = divmod(len(batch), num_replicas)
+    begin = rank * size + min(rank, extra)
+    return batch[begin : begin + size + (rank < extra)]
 
 
 class EpochBatchSampler(ResumableOrder, Sampler[list[int]]):
@@ -214,19 +217,15 @@ class TokenBudgetBatchSampler(EpochBatchSampler):
         return batches
 
 
-class BatchShardSampler(ResumableOrder, DistributedSampler):
-    """One process's share of a batch sampler's epoch (``TokenBudgetBatchSampler``): the epoch's
-    batches, drawn alike in every process, dealt in turn (process ``rank`` takes batches ``rank``,
-    ``rank + num_replicas`` …), so that at every step each process trains on a batch of its own
-    within the budget (fairseq's ``--max-tokens``, a budget per GPU). The epoch's last batches,
-    fewer than ``num_replicas``, are left out (a process with no batch would wait in the gradient
-    all-reduce). It yields whole batches, lists of indices, for a ``DataLoader`` with
-    ``batch_size=None`` over ``IndexedByBatch`` features: Lightning would otherwise replace a
-    custom batch sampler's order with its ``DistributedSampler``, and leaves a
-    ``DistributedSampler`` as it is.
+class ProcessBatches(ResumableOrder, DistributedSampler):
+    """Base of the samplers that give one process its batches of a batch sampler's epoch (drawn
+    alike in every process): ``own()`` is this process's list. They yield whole batches, lists of
+    indices, for a ``DataLoader`` with ``batch_size=None`` over ``IndexedByBatch`` features:
+    Lightning would otherwise replace a custom batch sampler's order with its
+    ``DistributedSampler``, and leaves a ``DistributedSampler`` as it is.
 
     Args:
-        batches: the epoch's batches of one process's order (its ``set_epoch`` is called here).
+        batches: the epoch's batches (its ``set_epoch`` is called here).
         num_replicas, rank: the process group's size and this process's rank.
     """
 
@@ -240,14 +239,8 @@ class BatchShardSampler(ResumableOrder, DistributedSampler):
     def set_epoch(self, epoch: int) -> None:
         self.inner.set_epoch(epoch)
 
-    def left_out(self) -> int:
-        """Batches of this epoch no process trains on (fewer than ``num_replicas``)."""
-        return len(self.inner.batches()) % self.num_replicas
-
     def own(self) -> list[list[int]]:
-        """This process's batches of this epoch."""
-        batches = self.inner.batches()
-        return batches[self.rank : len(batches) - self.left_out() : self.num_replicas]
+        raise NotImplementedError
 
     def __iter__(self) -> Iterator[list[int | tuple[int, int]]]:
         for batch in self.own()[self.start() :]:
@@ -257,9 +250,47 @@ class BatchShardSampler(ResumableOrder, DistributedSampler):
         return len(self.own())
 
 
+class BatchShardSampler(ProcessBatches):
+    """One process's share of a batch sampler's epoch (``TokenBudgetBatchSampler``): the epoch's
+    batches, drawn alike in every process, dealt in turn (process ``rank`` takes batches ``rank``,
+    ``rank + num_replicas`` …), so that at every step each process trains on a batch of its own
+    within the budget (fairseq's ``--max-tokens``, a budget per GPU). The epoch's last batches,
+    fewer than ``num_replicas``, are left out (a process with no batch would wait in the gradient
+    all-reduce).
+    """
+
+    def left_out(self) -> int:
+        """Batches of this epoch no process trains on (fewer than ``num_replicas``)."""
+        return len(self.inner.batches()) % self.num_replicas
+
+    def own(self) -> list[list[int]]:
+        """This process's batches of this epoch."""
+        batches = self.inner.batches()
+        return batches[self.rank : len(batches) - self.left_out() : self.num_replicas]
+
+
+class SplitBatchSampler(ProcessBatches):
+    """One process's part of each global batch of a batch sampler's epoch (``TaskMixingBatchSampler``
+    drawing batches of ``num_replicas`` x the batch size): at every step the processes' parts
+    together are the batch one process would take (``share``: as even as possible), so every
+    process trains the same task at each step and the steps equal one process's. A global batch
+    with fewer features than processes is left out (a process with no batch would wait in the
+    gradient all-reduce).
+    """
+
+    def left_out(self) -> int:
+        """Features of this epoch no process trains on (in global batches with fewer than ``num_replicas``)."""
+        return sum(len(b) for b in self.inner.batches() if len(b) < self.num_replicas)
+
+    def own(self) -> list[list[int]]:
+        """This process's batches of this epoch."""
+        batches = self.inner.batches()
+        return [share(b, self.num_replicas, self.rank) for b in batches if len(b) >= self.num_replicas]
+
+
 class IndexedByBatch:
-    """Features indexed by a whole batch of keys (``BatchShardSampler``'s items): ``[i, j, …]``
-    gives ``[features[i], features[j], …]``."""
+    """Features indexed by a whole batch of keys (the items of ``ProcessBatches`` and of
+    ``TaskEvalBatchSampler`` on several processes): ``[i, j, …]`` gives ``[features[i], features[j], …]``."""
 
     def __init__(self, features: Any) -> None:
         self.features = features
@@ -369,24 +400,44 @@ class TaskMixingBatchSampler(EpochBatchSampler):
         return sum(math.ceil(len(g) / self.batch_size) for g in self.groups.values())
 
 
-class TaskEvalBatchSampler(Sampler[list[int]]):
+class TaskEvalBatchSampler(DistributedSampler):
     """Evaluation batches of one task each, longest features first within a task, the tasks'
-    batches taken in turn (so ``trainer.limit_val_batches`` still sees every task).
+    batches taken in turn (so ``trainer.limit_val_batches`` still sees every task). With several
+    processes, each task's batches are dealt among them (process ``rank`` takes batches ``rank``,
+    ``rank + num_replicas`` … of every task), each feature on exactly one process, and a task
+    with fewer batches than processes is cut into ``num_replicas`` smaller ones: every process
+    evaluates every task, so each computes (and all-gathers) every task's metrics. Used as a
+    ``batch_sampler`` in one process; with several, as the ``sampler`` of a loader with
+    ``batch_size=None`` over ``IndexedByBatch`` features (Lightning leaves a
+    ``DistributedSampler`` as it is).
 
     Args:
         tasks: the task of each feature.
         lengths: tokens per feature.
         batch_size: features per batch.
+        num_replicas, rank: the process group's size and this process's rank.
+
+    Raises:
+        ValueError: a task has fewer features than there are processes.
     """
 
-    def __init__(self, tasks: list[str], lengths: list[int], batch_size: int) -> None:
+    def __init__(
+        self, tasks: list[str], lengths: list[int], batch_size: int, num_replicas: int = 1, rank: int = 0
+    ) -> None:
         order = sorted(range(len(tasks)), key=lambda i: -lengths[i])
-        per_task = []
+        own = []
         for task in dict.fromkeys(tasks):
-            own = [i for i in order if tasks[i] == task]
-            per_task.append([own[k : k + batch_size] for k in range(0, len(own), batch_size)])
-        turns = max(len(b) for b in per_task)
-        self.batches = [b[k] for k in range(turns) for b in per_task if k < len(b)]
+            features = [i for i in order if tasks[i] == task]
+            if len(features) < num_replicas:
+                raise ValueError(
+                    f"data.tasks.{task}: {len(features)} evaluation features, fewer than the {num_replicas} processes "
+                    "(each process evaluates every task)"
+                )
+            size = min(batch_size, len(features) // num_replicas)
+            batches = [features[k : k + size] for k in range(0, len(features), size)]
+            own.append(batches[rank::num_replicas])
+        turns = max(len(b) for b in own)
+        self.batches = [b[k] for k in range(turns) for b in own if k < len(b)]
 
     def __len__(self) -> int:
         return len(self.batches)

@@ -35,6 +35,12 @@ class Head(nn.Module):
     does not, ``BertModule`` freezes the pooler: a parameter that takes no part in the loss would
     stop multi-process (DDP) training at its first step."""
 
+    trains_every_parameter: bool = True
+    """Whether every parameter of the head takes part in every training batch's loss. False (a
+    multi-task head trains one task's layers per batch): under DDP, ``BertModule`` has Lightning's
+    DDP strategy find the unused parameters at each step (``find_unused_parameters``); those no
+    process used keep no gradient, as in one process, so the optimizer leaves them as it would."""
+
     reads_padding: bool = False
     """Whether the head reads hidden states at padding positions (a loss over them, as
     transformers' QA loss); then the encoder runs padded whatever ``model.unpad`` says, so they

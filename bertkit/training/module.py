@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.strategies import DDPStrategy
 from pytorch_lightning.utilities import rank_zero_warn
 from torch import nn
 from typing_extensions import override
@@ -241,6 +242,14 @@ class BertModule(pl.LightningModule):
         if pooler is not None and self.head is not None and not self.head.reads_pooler:
             pooler.requires_grad_(False)
 
+    def _find_unused_under_ddp(self) -> None:
+        """A head that trains some of its parameters per batch (``Head.trains_every_parameter``)
+        under DDP: have the strategy find the unused ones at each step. Lightning reads its DDP
+        arguments when it wraps the model, after ``configure_model``; it offers no public setter."""
+        strategy = self._trainer.strategy if self._trainer is not None else None
+        if self.head is not None and not self.head.trains_every_parameter and isinstance(strategy, DDPStrategy):
+            strategy._ddp_kwargs["find_unused_parameters"] = True
+
     @classmethod
     def load_from_checkpoint(  # type: ignore[override]
         cls, checkpoint_path: str | Path, map_location: Any = None, strict: bool | None = None, **kwargs: Any
@@ -290,6 +299,7 @@ class BertModule(pl.LightningModule):
             self._freeze_unread_pooler()  # a head built before the adapters froze the pooler without them
         if self.head is None and self.task.ready:
             self.build_head()
+        self._find_unused_under_ddp()
         for objective in self._objectives:
             for name, module in objective.modules.items():
                 if not hasattr(self, name):

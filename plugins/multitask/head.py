@@ -20,6 +20,8 @@ class MultiTaskHeads(Head):
         loss_weights: each task's loss weight.
     """
 
+    trains_every_parameter = False  # a batch trains its task's head only
+
     def __init__(self, heads: dict[str, Head], loss_weights: dict[str, float]) -> None:
         super().__init__()
         self.heads = nn.ModuleDict(heads)
