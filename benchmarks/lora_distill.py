@@ -236,7 +236,12 @@ def child(task: str, side: str, seed: int, args: argparse.Namespace, work: Path)
     end = time.perf_counter()
     timed = stamps[args.warmup :]
     result = run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0]
-    return {
+    also = {}
+    if args.also_test:
+        run.datamodule.hparams.test_file = args.also_test
+        run.datamodule.forget("test")
+        also = {"also_score": 100 * run.trainer.test(run.model, datamodule=run.datamodule, verbose=False)[0][score]}
+    return also | {
         "score": 100 * result[score],
         "train_tokens_per_s": sum(n for _, n in timed) / (end - timed[0][0]),
         "inference_sentences_per_s": sentences_per_second(run, args.speed_batches),
@@ -253,7 +258,15 @@ def summary(found: list[dict[str, float]]) -> dict[str, Any]:
     def sd(key: str) -> float | None:
         return round(statistics.stdev(r[key] for r in found), 2) if len(found) > 1 else None
 
-    return {
+    also = (
+        {
+            "also_score_mean": round(statistics.mean(r["also_score"] for r in found), 2),
+            "also_score_sd": sd("also_score"),
+        }
+        if all("also_score" in r for r in found)
+        else {}
+    )
+    return also | {
         "score_mean": round(statistics.mean(r["score"] for r in found), 2),
         "score_sd": sd("score"),
         "train_tokens_per_s_median": round(statistics.median(r["train_tokens_per_s"] for r in found)),
@@ -281,6 +294,11 @@ def main() -> None:
     parser.add_argument("--rslora", action="store_true", help="rank-stabilised LoRA scaling on the LoRA sides")
     parser.add_argument(
         "--test-file", help="score on this file of the task's data set (default: the recipe's test file)"
+    )
+    parser.add_argument(
+        "--also-test",
+        help="score each run on this file of the task's data set too (its ``also_score``): choose settings on "
+        "one file and report another from the same runs",
     )
     parser.add_argument("--out", type=Path, default=OUT, help="the result file (%(default)s)")
     parser.add_argument(
@@ -350,6 +368,7 @@ def main() -> None:
                     command += ["--teacher-seed", str(args.teacher_seed)] if args.teacher_seed else []
                     command += ["--transfer-docs", str(args.transfer_docs)]
                     command += ["--test-file", args.test_file] if args.test_file else []
+                    command += ["--also-test", args.also_test] if args.also_test else []
                     out = subprocess.run(command, capture_output=True, text=True)
                     if out.returncode != 0:
                         raise SystemExit(out.stderr[-3000:])
@@ -375,7 +394,7 @@ def main() -> None:
         "speed_batches": args.speed_batches, "student_layers": STUDENT_LAYERS,
         "teacher_defaults": {f.name: f.default for f in fields(Teacher) if f.name != "path"},
         "sides": sides_of, "lora_lr": args.lora_lr, "rslora": args.rslora, "teacher_seed": args.teacher_seed,
-        "transfer_docs": args.transfer_docs, "test_file": args.test_file,
+        "transfer_docs": args.transfer_docs, "test_file": args.test_file, "also_test": args.also_test,
     }  # fmt: skip
     result["tasks"] = table
     write_result(args.out, result)
