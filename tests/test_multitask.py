@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from bertkit import BertDataModule, BertModule, TaskData
 from bertkit.data.samplers import SplitBatchSampler, TaskEvalBatchSampler, TaskMixingBatchSampler
 from bertkit.tasks.task import Task
-from tests.conftest import FAST, ROOT, TINY, run_bertkit
+from tests.conftest import FAST, ROOT, TINY, notebook, run_bertkit
 from tests.test_classification_train import toy_rows
 
 RECIPE = ROOT / "recipes" / "multitask.yaml"
@@ -268,3 +268,25 @@ def test_multitask_recipe_fits_and_predicts_through_the_cli(tmp_path):
     ner_sentences = len(TokenClassification(entity_types=ENTITY_TYPES).read(sample))
     assert Counter(r["task"] for r in records) == {"ner": ner_sentences, "sst2": 64}
     assert {r["label"] for r in records if r["task"] == "sst2"} <= {"animal", "both", "colour"}
+
+
+@pytest.mark.system
+def test_multitask_predictions_on_two_processes_are_one_processs(tmp_path):
+    """Each process predicts some of every task's batches; the records written are one process's."""
+    write_colours(tmp_path / "sst2")
+    files = [f"--data.tasks.sst2.{split}_file=train.tsv" for split in ("train", "validation", "test", "predict")]
+    args = ["--config", str(RECIPE), *TINY, *FAST, f"--data.tasks.sst2.data_dir={tmp_path / 'sst2'}", *files]
+    with notebook(tmp_path, args) as run:
+        run.trainer.fit(run.model, datamodule=run.datamodule)
+    out = tmp_path / "runs" / "multitask" / "predictions.jsonl"
+    written = []
+    for processes in (1, 2):
+        with notebook(tmp_path, args, processes) as run:
+            run.trainer.predict(run.model, datamodule=run.datamodule, ckpt_path="last")
+        written.append([json.loads(line) for line in out.read_text().splitlines()])
+        out.unlink()
+    one, two = written
+    assert Counter(r["task"] for r in one) == Counter(r["task"] for r in two) and len(one) > 64
+    assert [(r["task"], r.get("label"), r.get("entities")) for r in two] == [
+        (r["task"], r.get("label"), r.get("entities")) for r in one
+    ]
