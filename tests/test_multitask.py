@@ -1,7 +1,8 @@
-"""Several tasks on one encoder: the task-mixing and evaluation batch orders, the multi-task
-task's checks and loss weights, a Python run whose per-task metrics and predictions come back
-namespaced, the same tasks on RoBERTa and ModernBERT encoders, and the multi-task recipe through
-the CLI (fit, then predict in a new process from the checkpoint)."""
+"""Several tasks on one encoder: the task-mixing and evaluation batch orders (in one process and
+shared among several), the multi-task task's checks and loss weights, a Python run whose per-task
+metrics and predictions come back namespaced, the same tasks on RoBERTa and ModernBERT encoders,
+the multi-task recipe through the CLI (fit, then predict in a new process from the checkpoint),
+and its predictions on two processes."""
 
 from __future__ import annotations
 
