@@ -129,6 +129,14 @@ def _deprecated_uses() -> list[tuple[str, Any]]:
 
         EncoderOutput(last_hidden_state=torch.zeros(1, 1, 2)).packed  # noqa: B018
 
+    def init_weights() -> None:
+        from bertkit.model.bert import BertModel
+        from bertkit.model.config import BertConfig
+
+        model = BertModel(BertConfig(vocab_size=8, hidden_size=4, num_hidden_layers=1, num_attention_heads=1,
+                                     intermediate_size=4))  # fmt: skip
+        model._init_weights(model.pooler.dense)
+
     def old_class() -> None:
         from bertkit_plugins.token_tagging.task import TokenTaggingHead
 
@@ -148,7 +156,7 @@ def _deprecated_uses() -> list[tuple[str, Any]]:
         manager.unregister(name="old-heads")
 
     uses = [("bertkit.Head subclass", subclass_head), ("model.head", model_head), ("EncoderOutput.packed", packed),
-            ("TokenTaggingHead(…)", old_class), ("register_heads hook", register_heads),
+            ("BertModel._init_weights", init_weights), ("TokenTaggingHead(…)", old_class), ("register_heads hook", register_heads),
             ("bertkit.BertEncoder", lambda: bertkit.BertEncoder)]  # fmt: skip
     uses += [(f"bertkit.{n}", lambda n=n: getattr(bertkit, n)) for n in sorted(deprecated_names("register_tasks"))]
     return uses

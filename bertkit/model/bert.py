@@ -288,11 +288,14 @@ class BertModel(nn.Module):
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertLayerStack(config)
         self.pooler = BertPooler(config) if add_pooling_layer else None
-        self.apply(self._init_weights)
+        self.apply(self.init_weights)
 
-    def _init_weights(self, module: nn.Module) -> None:
-        """Truncated normal(0, initializer_range) at 2 std (``truncated_normal_``), zero biases
-        (google-research/bert modeling.py)."""
+    def init_weights(self, module: nn.Module) -> None:
+        """Initialise ``module`` (one of this model's, or a layer a family adds, such as RoBERTa's
+        pooler or ELECTRA's embedding projection) as BERT does: a linear or embedding layer's
+        weights truncated normal(0, ``initializer_range``) at 2 std (``truncated_normal_``), zero
+        biases and padding row; a LayerNorm at 1 and 0 (google-research/bert modeling.py). Not
+        recursive: ``model.apply(model.init_weights)`` initialises every submodule."""
         std = self.config.initializer_range
         if isinstance(module, (nn.Linear, nn.Embedding)):
             truncated_normal_(module.weight, std)
@@ -303,6 +306,10 @@ class BertModel(nn.Module):
         if isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        warn_deprecated("BertModel._init_weights is release 0.1's name of BertModel.init_weights")
+        self.init_weights(module)
 
     def forward(
         self,

@@ -53,7 +53,7 @@ class ElectraModel(BertModel):
         self.embeddings_project = None
         if config.embedding_width != config.hidden_size:
             self.embeddings_project = nn.Linear(config.embedding_width, config.hidden_size)
-            self._init_weights(self.embeddings_project)
+            self.init_weights(self.embeddings_project)
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """(*S) ids -> (*S, H): the embeddings (E wide), projected to H when E != H."""

@@ -93,7 +93,7 @@ class RobertaModel(BertModel):
         super().__init__(config, add_pooling_layer)
         if add_pooling_layer:
             self.pooler = RobertaPooler(config)
-            self._init_weights(self.pooler.dense)
+            self.init_weights(self.pooler.dense)
 
     def embed(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """(*S) ids -> (*S, H); position p of a sequence reads embedding ``pad_token_id + 1 + p``
