@@ -626,31 +626,30 @@ class BertDataModule(pl.LightningDataModule):
         """The training loader's order: tasks mixed by temperature, a token budget's batches
         dealt among the processes, or fixed-size batches of a shared order."""
         hp = self.hparams
+        sampler: TrainShardSampler | SplitBatchSampler | BatchShardSampler
         if tasks:  # every process trains the same task at each step: its part of one global batch
             mixed = TaskMixingBatchSampler(tasks, hp.batch_size * world, hp.seed, hp.task_temperature)
-            split = SplitBatchSampler(mixed, world, rank)
-            if split.left_out() and rank == 0:
-                log.warning(
-                    "data.tasks on %d processes: %d training features of the first epoch are in global batches with "
-                    "fewer features than processes and are left out", world, split.left_out(),
-                )  # fmt: skip
-            return dict(batch_size=None, sampler=split)
-        if hp.max_tokens:
-            sampler = BatchShardSampler(self._token_budget(lengths), world, rank)
-            if sampler.left_out() and rank == 0:
-                log.warning(
-                    "data.max_tokens on %d processes: the last batches of each epoch that are fewer than the processes "
-                    "are left out (%d in the first)", world, sampler.left_out(),
-                )  # fmt: skip
-            return dict(batch_size=None, sampler=sampler)
-        sampler = TrainShardSampler(lengths, hp.batch_size, hp.seed, hp.group_by_length, world, rank)
+            sampler, batch_size = SplitBatchSampler(mixed, world, rank), None
+            left = (
+                "data.tasks on {world} processes: {n} training features of the first epoch are in global batches "
+                "with fewer features than processes and are left out"
+            )
+        elif hp.max_tokens:
+            sampler, batch_size = BatchShardSampler(self._token_budget(lengths), world, rank), None
+            left = (
+                "data.max_tokens on {world} processes: the last batches of each epoch that are fewer than the "
+                "processes are left out ({n} in the first)"
+            )
+        else:
+            sampler = TrainShardSampler(lengths, hp.batch_size, hp.seed, hp.group_by_length, world, rank)
+            batch_size = hp.batch_size
+            left = (
+                "{features} training features, {world} processes x data.batch_size {batch}: each epoch's last {n} "
+                "features (others each epoch) make a batch for fewer than {world} processes and are left out"
+            )
         if sampler.left_out() and rank == 0:
-            log.warning(
-                "%d training features, %d processes x data.batch_size %d: each epoch's last %d features (others "
-                "each epoch) make a batch for fewer than %d processes and are left out",
-                len(lengths), world, hp.batch_size, sampler.left_out(), world,
-            )  # fmt: skip
-        return dict(batch_size=hp.batch_size, sampler=sampler)
+            log.warning(left.format(world=world, n=sampler.left_out(), features=len(lengths), batch=hp.batch_size))
+        return dict(batch_size=batch_size, sampler=sampler)
 
     def _evaluation_order(
         self, count: int, lengths: list[int] | None, tasks: list[str] | None, world: int, rank: int
