@@ -35,7 +35,7 @@ Sides, per task and seed, in this order:
 By default each task runs the recipes' defaults (``DEFAULT_SIDES``): ``full``, ``lora-r8`` and
 ``lora-r4``, ``student`` and the student distilled as its recipe does it (NER:
 ``student-distilled-t1-c-xa2``, ``ner_distill.yaml`` with two augmented copies; SST-2:
-``student-distilled-c``, ``sst2_distill.yaml``).
+``student-distilled-a0.9-h1``, ``sst2_distill.yaml``: alpha 0.9 and the teacher's hidden states).
 
 Tasks: CoNLL-2003 NER (the NER recipe, CRF; scored on ``eng.testb``) and SST-2 (scored on the
 recipe's ``test.tsv``, GLUE's labelled dev set of 872 sentences, the number papers report; settings
@@ -78,7 +78,7 @@ SIDES = ("full", "lora-r8", "lora-r16", "student", "student-distilled")
 DEFAULT_SIDES = {  # the recipes' defaults: ner_lora.yaml's adapter (r 8) and its smallest within 1.0 (r 4); the
     # students as ner_distill.yaml (T 1, two augmented copies tagged by the teacher) and sst2_distill.yaml run them
     "ner": ("full", "lora-r8", "lora-r4", "student", "student-distilled-t1-c-xa2"),
-    "sst2": ("full", "lora-r8", "lora-r4", "student", "student-distilled-c"),
+    "sst2": ("full", "lora-r8", "lora-r4", "student", "student-distilled-a0.9-h1"),
 }
 STUDENT_LAYERS = 2
 MIN_EPOCH_BATCHES = 438  # batches of 32 in an epoch of the smaller training set (eng.train's 14,041 sentences)
