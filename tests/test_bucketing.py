@@ -175,7 +175,7 @@ def test_reduce_overhead_needs_the_padded_encoder():
                                                           "model.preset": "tiny", "model.vocab_file": "all-MiniLM-L6-v2"})  # fmt: skip
 
 
-@pytest.mark.slow
+@pytest.mark.system  # inductor compiles the blocks for each bucket length: a toolchain run
 def test_reduce_overhead_blocks_compute_what_eager_ones_do(tmp_path):
     """``model.compile reduce-overhead`` (static shapes; CUDA graphs on a GPU, inductor alone on
     the CPU): on bucketed batches of two lengths, and the first seen again, the logits and loss of

@@ -171,7 +171,7 @@ def _final(folder: Path) -> tuple[dict, list[dict]]:
     return state, rows
 
 
-@pytest.mark.slow
+@pytest.mark.system  # five fits, a predict and an export with a MiniLM teacher
 def test_a_tiny_student_distils_a_minilm_teacher_from_its_checkpoint_and_its_export(tmp_path, sample_run):
     checkpoint = sample_run / "runs/ner/checkpoints/last.ckpt"  # the teacher: MiniLM, the NER recipe
     run_bertkit("export", str(checkpoint), str(tmp_path / "teacher-export"), "--onnx", "false", cwd=tmp_path)
