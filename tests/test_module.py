@@ -114,7 +114,7 @@ def test_every_head_gives_the_same_outputs_unpadded_and_padded(minilm_dir):
             assert torch.allclose(value.float(), other.float(), atol=1e-5), (name, key)
 
 
-@pytest.mark.slow
+@pytest.mark.system  # inductor compiles the blocks: a toolchain run
 def test_compiled_blocks_give_the_same_outputs_and_keys(minilm_dir):
     """``compile=True`` compiles each block in place (torch.compile, dynamic shapes): state-dict
     keys unchanged, outputs equal to eager on the CPU."""
