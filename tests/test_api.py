@@ -219,13 +219,17 @@ def test_the_export_is_an_optional_protocol_of_a_head() -> None:
     pad=st.integers(0, 3),
     classes=st.integers(1, 3),
 )
-def test_the_default_predict_gives_each_feature_its_own_tokens_of_the_declared_outputs(lengths, pad, classes) -> None:
+def test_default_feature_predictions_give_each_feature_its_own_tokens_of_declared_outputs(
+    lengths, pad, classes
+) -> None:
     """A (B, T, C) output named in ``token_outputs`` comes back with each feature's own tokens
     (its attention_mask), padding left out; a (B, C) output whose C equals T, not named, whole;
     losses never. A named output of another shape, or none, is an error naming it."""
     import torch
 
-    class Tagger(NoData):
+    from bertkit.api.task import Head
+
+    class Tagger(Head):
         token_outputs = ("logits",)
 
     longest = max(lengths) + pad
@@ -234,7 +238,7 @@ def test_the_default_predict_gives_each_feature_its_own_tokens_of_the_declared_o
     logits = torch.randn(len(lengths), longest, classes)
     scores = torch.randn(len(lengths), longest)  # (B, C) with C == T: not per token
     outputs = {"logits": logits, "scores": scores, "loss": torch.tensor(1.0), "crf_loss": torch.tensor(2.0)}
-    predicted = Tagger().predict(outputs, batch)
+    predicted = Tagger().feature_predictions(outputs, batch)
     assert [p["example_index"] for p in predicted] == [10 + i for i in range(len(lengths))]
     for i, (p, n) in enumerate(zip(predicted, lengths, strict=True)):
         assert p.keys() == {"example_index", "logits", "scores"}
@@ -242,4 +246,4 @@ def test_the_default_predict_gives_each_feature_its_own_tokens_of_the_declared_o
         assert p["scores"] == scores[i].tolist()
     for wrong in ({"scores": scores}, {"logits": logits[:, : longest - 1] if longest > 1 else logits[:, :0]}):
         with pytest.raises(ValueError, match=r"Tagger\.token_outputs names 'logits': expected a head output of shape"):
-            Tagger().predict(wrong, batch)
+            Tagger().feature_predictions(wrong, batch)

@@ -121,9 +121,10 @@ RECIPES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RECIPES)
-def test_every_recipe_scores_and_predicts_the_same_with_buckets(name, tmp_path):
+def test_every_recipe_scores_and_predicts_the_same_with_buckets(name, tmp_path, monkeypatch):
     """The padded encoder on batches bucketed to multiples of 7: the same validation loss and
-    scores (1e-5) and the same predictions as on batches padded to their longest feature."""
+    scores (1e-5) and the same predictions as on batches padded to their longest feature. Each
+    task's ``predict`` reads plain Python values alone (``Head.feature_predictions``)."""
     recipes, extra = RECIPES[name]
     plain, plain_lengths = _run(recipes, tmp_path, extra, None)
     bucketed, lengths = _run(recipes, tmp_path, extra, 7)
@@ -140,9 +141,29 @@ def test_every_recipe_scores_and_predicts_the_same_with_buckets(name, tmp_path):
     assert lengths.seen != plain_lengths.seen  # the buckets padded past the longest feature
     if recipes[0].startswith("pretrain"):
         return  # corpus tasks predict per-token rows of the padded batch: compared through their scores
+    task_class = type(plain.model.task)
+    predict = task_class.predict
+
+    def plain_only(self, predictions):
+        assert_plain(predictions, f"{task_class.__name__}.predict's input")
+        return predict(self, predictions)
+
+    monkeypatch.setattr(task_class, "predict", plain_only)
     records = [run.trainer.predict(run.model, datamodule=run.datamodule) for run in (plain, bucketed)]
     flat = [[r for part in rs for r in part] for rs in records]
     assert_close(flat[0], flat[1])
+
+
+def assert_plain(value, where: str) -> None:
+    """``value`` is plain Python: dicts, lists and tuples of numbers, strings, booleans and None."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            assert_plain(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            assert_plain(item, f"{where}[{i}]")
+    else:
+        assert value is None or type(value) in (bool, int, float, str), f"{where}: {type(value).__name__}"
 
 
 def assert_close(a, b, where: str = "") -> None:

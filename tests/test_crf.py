@@ -205,7 +205,7 @@ def test_a_crf_head_trains_decodes_windows_and_exports(tmp_path):
     with torch.no_grad():
         outputs = model(batch)
     joined = {}
-    for p in head.predict(model.head.decode(outputs, batch), batch):
+    for p in head.predict(model.head.feature_predictions(model.head.decode(outputs, batch), batch)):
         joined.setdefault(p["example_index"], {})[p["word_index"]] = p["tag"]
     for example in joined.values():
         assert valid([example[w] for w in sorted(example)], "IOB2") and len(example) == len(words)

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from bertkit.data.collate import pad_batch
 from bertkit.data.windows import max_context_window
+from bertkit.model.config import BertConfig
 from bertkit.model.tokenizer import BertTokenizer
 from tests.conftest import DATA, need
 
@@ -195,8 +196,9 @@ def test_answer_in_a_later_window_is_labelled_and_found(tmp_path: Path, tokenize
     rows = torch.arange(len(features))
     start_logits[rows, batch["start_positions"]] = 8.0
     end_logits[rows, batch["end_positions"]] = 8.0
-    windows = head.predict({"start_logits": start_logits, "end_logits": end_logits}, batch)
-    (record,) = head.format_predictions(examples, windows)
+    layers = head.build_head(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size), tokenizer)
+    windows = layers.feature_predictions({"start_logits": start_logits, "end_logits": end_logits}, batch)
+    (record,) = head.format_predictions(examples, head.predict(windows))
     assert (record["answer"], record["start"], record["end"]) == ("the old lighthouse", start, start + 18)
     assert record["score"] == pytest.approx(16.0)
     assert "abstained" not in record and record["n_best"][0]["text"] == "the old lighthouse"

@@ -107,7 +107,7 @@ def test_a_span_head_learns_nested_entities_and_predicts_them(tmp_path):
     model.head.update_metrics("val", outputs, batch)
     scores = model.head.metrics["val"].compute()
     assert scores["f1"] > 0.9, scores  # the training batch, learnt
-    records = head.format_predictions(examples, head.predict(outputs, batch))
+    records = head.format_predictions(examples, head.predict(model.head.feature_predictions(outputs, batch)))
     nested = [
         r
         for r in records

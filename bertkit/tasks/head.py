@@ -16,7 +16,7 @@ from torch import nn
 from torchmetrics import MetricCollection
 
 from bertkit.model.bert import EncoderOutput
-from bertkit.tasks.task import Batch
+from bertkit.tasks.task import Batch, feature_rows
 
 DistillationTarget = tuple[torch.Tensor, torch.Tensor]
 """``(logits, rows)`` of ``Head.distillation_targets``."""
@@ -46,6 +46,12 @@ class Head(nn.Module):
     transformers' QA loss); then the encoder runs padded whatever ``model.unpad`` says, so they
     are what the reference computes."""
 
+    token_outputs: tuple[str, ...] = ()
+    """The decoded outputs that run over the tokens, (B, T, …) with T the batch's length
+    (per-token ``logits``, a tag per token): the default ``feature_predictions`` gives each feature its
+    own tokens of them (its ``attention_mask``), not the batch's padding. An output not named is
+    given whole, row by row: a (B, C) output cannot be told from a (B, T) one by its shape."""
+
     def attach(self, encoder: nn.Module) -> None:
         """Called once after the head is built, with the encoder, for a head that shares its
         weights (an MLM decoder tied to the word embeddings). Keep no submodule reference: the
@@ -68,9 +74,24 @@ class Head(nn.Module):
 
     def decode(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, torch.Tensor]:
         """The outputs with the head's decisions added, on the device (a CRF's Viterbi path):
-        what evaluation metrics and ``Task.predict`` read. Called on ``forward``'s outputs,
+        what evaluation metrics and ``feature_predictions`` read. Called on ``forward``'s outputs,
         or on an ONNX graph's (``onnx_outputs``); the default returns them unchanged."""
         return outputs
+
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """One batch's decisions as plain Python values (numbers, strings, lists), one dict per
+        feature with its ``example_index`` (an int), from ``decode``'s outputs: what
+        ``Task.predict`` reads. The last step that reads tensors; what follows runs on Python values.
+
+        The default gives each feature its row of every output but the losses, as lists; of an
+        output named in ``token_outputs``, the feature's own tokens only (a (B, T, C) ``logits``
+        becomes one list of C floats per token of the feature's ``attention_mask``).
+
+        Raises:
+            ValueError: an output named in ``token_outputs`` is missing, or does not have the
+                batch's (B, T) in front.
+        """
+        return feature_rows(decoded, batch, self.token_outputs, type(self).__name__)
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         """Accumulate ``stage`` metrics (``val`` or ``test``) for one batch of decoded outputs,

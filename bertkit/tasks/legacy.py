@@ -18,7 +18,7 @@ from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.head import Head as HeadModule
-from bertkit.tasks.task import Batch, Feature, Task, by_example
+from bertkit.tasks.task import Batch, Feature, Task, by_example, feature_rows
 from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.io import text_lines
 
@@ -72,3 +72,9 @@ class Head(HeadModule, Task):
     @abstractmethod
     def forward(self, encoded: EncoderOutput, batch: Batch) -> dict[str, torch.Tensor]:
         """Head outputs for a batch; includes ``loss`` when the batch has labels."""
+
+    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:  # type: ignore[override]
+        """Per-feature predictions from one batch's decoded tensors, release 0.1's contract (a
+        ``Task`` reads ``Head.feature_predictions``' plain values instead): each feature's row of every
+        output but the losses, as lists."""
+        return feature_rows(outputs, batch, (), type(self).__name__)

@@ -11,8 +11,9 @@ half is built by ``Task.build_head``. Every run goes one way (fit, test, ``bertk
     task.learn(examples)                             # training examples: fills task.learned
     features = task.featurize(examples, tokenizer, max_length)
     batch = pad_batch(features, tokenizer.pad_token_id, task.pad_values)
-    outputs = head.decode(head(encoder(batch), batch), batch)       # BertModule
-    records = task.format_predictions(examples, task.predict(outputs, batch))
+    outputs = head.decode(head(encoder(batch), batch), batch)       # BertModule, on the device
+    predictions = task.predict(head.feature_predictions(outputs, batch))     # plain Python from here on
+    records = task.format_predictions(examples, predictions)
 
 Subclasses take plain, type-hinted ``__init__`` arguments (LightningCLI reads them, a recipe's
 ``model.task.init_args`` sets them) and call ``save_hyperparameters()``, so that ``spec()``
@@ -92,12 +93,6 @@ class Task(ABC):
     pads them with ``input_ids`` to the batch's bucketed length, and pads any other list key (such
     as multi-hot labels) to its own longest. None: not declared, and ``data.pad_to_multiple_of``
     refuses a task whose features hold such lists (equal lengths cannot tell the two apart)."""
-
-    token_outputs: ClassVar[tuple[str, ...]] = ()
-    """The head's decoded outputs that run over the tokens, (B, T, …) with T the batch's length
-    (per-token ``logits``, a tag per token): the default ``predict`` keeps each feature's own
-    tokens of them (its ``attention_mask``), not the batch's padding. An output not named is
-    given whole, row by row: a (B, C) output cannot be told from a (B, T) one by its shape."""
 
     data_settings: ClassVar[tuple[str, ...]] = ()
     """Settings that only say how files are read (columns, file formats, how a corpus is
@@ -233,36 +228,13 @@ class Task(ABC):
         """The head module for an encoder of ``config`` and its ``tokenizer`` (called once the
         task is ``ready``, by ``BertModule``)."""
 
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        """Per-feature predictions (plain Python) of one batch, from the head's decoded outputs
-        (``Head.decode``); ``format_predictions`` joins them.
-
-        The default gives each feature its ``example_index`` and its row of every output but the
-        losses, as lists; of an output named in ``token_outputs``, the feature's own tokens only (a
-        (B, T, C) ``logits`` becomes one list of C floats per token of the feature's
-        ``attention_mask``).
-
-        Raises:
-            ValueError: an output named in ``token_outputs`` is missing, or does not have the
-                batch's (B, T) in front.
-        """
-        keys = [k for k in outputs if k != "loss" and not k.endswith("_loss")]
-        lengths = batch["attention_mask"].sum(1).tolist() if self.token_outputs else []
-        for name in self.token_outputs:
-            found = outputs.get(name)
-            if found is None or tuple(found.shape[:2]) != tuple(batch["attention_mask"].shape):
-                shape = "missing" if found is None else f"of shape {tuple(found.shape)}"
-                raise ValueError(
-                    f"{type(self).__name__}.token_outputs names {name!r}: expected a head output of shape "
-                    f"(B, T, …) = {tuple(batch['attention_mask'].shape)} in front (the batch's attention_mask), "
-                    f"got one {shape}"
-                )
-
-        def row(key: str, i: int) -> torch.Tensor:
-            return outputs[key][i, : lengths[i]] if key in self.token_outputs else outputs[key][i]
-
-        rows = batch["example_index"].tolist()
-        return [{"example_index": e, **{k: row(k, i).tolist() for k in keys}} for i, e in enumerate(rows)]
+    def predict(self, predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The per-feature predictions of one batch in the task's own terms, from the head's
+        (``Head.feature_predictions``: plain Python values, one dict per feature with its
+        ``example_index``); ``format_predictions`` joins them into records. Plain Python in and
+        out: a task reads no tensor, so it is tested with dicts alone. The default returns them
+        as they are."""
+        return predictions
 
     def format_predictions(self, examples: list[Any], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One JSON-serialisable record per example, in input order, from all per-feature predictions.
@@ -424,11 +396,49 @@ def renamed_source(example: Any, old: str, new: str) -> Any:
     return dataclasses.replace(example, **changed) if changed else example
 
 
+def feature_rows(
+    outputs: Mapping[str, torch.Tensor], batch: Batch, token_outputs: Sequence[str], owner: str
+) -> list[dict[str, Any]]:
+    """Each feature's ``example_index`` and its row of every output but the losses, as plain
+    Python lists (``Head.feature_predictions``' default); of an output named in ``token_outputs``, (B, T, …)
+    with T the batch's length, the feature's own tokens only (its ``attention_mask``): a (B, T, C)
+    ``logits`` becomes one list of C floats per token of the feature. ``owner`` names the class
+    that declares ``token_outputs`` in errors.
+
+    Raises:
+        ValueError: an output named in ``token_outputs`` is missing, or does not have the
+            batch's (B, T) in front.
+    """
+    keys = [k for k in outputs if k != "loss" and not k.endswith("_loss")]
+    lengths = batch["attention_mask"].sum(1).tolist() if token_outputs else []
+    for name in token_outputs:
+        found = outputs.get(name)
+        if found is None or tuple(found.shape[:2]) != tuple(batch["attention_mask"].shape):
+            shape = "missing" if found is None else f"of shape {tuple(found.shape)}"
+            raise ValueError(
+                f"{owner}.token_outputs names {name!r}: expected a head output of shape "
+                f"(B, T, …) = {tuple(batch['attention_mask'].shape)} in front (the batch's attention_mask), "
+                f"got one {shape}"
+            )
+
+    def row(key: str, i: int) -> torch.Tensor:
+        return outputs[key][i, : lengths[i]] if key in token_outputs else outputs[key][i]
+
+    rows = batch["example_index"].tolist()
+    return [{"example_index": e, **{k: row(k, i).tolist() for k in keys}} for i, e in enumerate(rows)]
+
+
 def predict_batch(task: Task, head: Head, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-    """The per-feature predictions of one batch from the head's raw outputs: ``head.decode``,
-    then ``task.predict``. ``BertModule.predict_step`` and ``Predictor`` both predict
-    through this (and ``task.format_predictions``), whatever computed ``outputs`` (torch or ONNX Runtime)."""
-    return task.predict(head.decode(outputs, batch), batch)
+    """The per-feature predictions of one batch from the head's raw outputs: ``head.decode`` (on
+    the device), ``head.feature_predictions`` (to plain Python), then ``task.predict``.
+    ``BertModule.predict_step`` and ``Predictor`` both predict through this (and
+    ``task.format_predictions``), whatever computed ``outputs`` (torch or ONNX Runtime). A
+    release-0.1 head, task and head in one object (``bertkit.tasks.legacy``), predicts from the
+    decoded tensors as it did."""
+    decoded = head.decode(outputs, batch)
+    if task is head:
+        return task.predict(decoded, batch)  # type: ignore[call-arg]
+    return task.predict(head.feature_predictions(decoded, batch))
 
 
 def task_from_spec(spec: dict[str, Any], source: str = "checkpoint hyper_parameters.task") -> Task:

@@ -13,6 +13,7 @@ Any encoder family: a BERT or ELECTRA discriminator gets the ELECTRA generator; 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -215,6 +216,16 @@ class ElectraPreTrainingHeads(Head, TransformersExport):
         out["loss"] = out["mlm_loss"] + self.discriminator_weight * out["rtd_loss"]
         out.update(mlm_logits=generator_logits, mlm_chosen=chosen, mlm_token_losses=token_losses, replaced=target)
         return out
+
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per text: ``example_index``, its ``input_ids`` and ``p``, each token's probability of
+        having been replaced (the discriminator's sigmoid), specials included."""
+        probabilities = decoded["rtd_logits"].float().sigmoid()  # (B, T)
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        return [
+            {"example_index": e, "input_ids": batch["input_ids"][i, :n].tolist(), "p": probabilities[i, :n].tolist()}
+            for i, (e, n) in enumerate(zip(batch["example_index"].tolist(), lengths, strict=True))
+        ]
 
     # ----- metrics -----
 

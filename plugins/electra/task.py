@@ -18,7 +18,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import torch
 from bertkit_plugins.pretraining import (
     CorpusPreparation,
     CorpusTask,
@@ -28,7 +27,7 @@ from bertkit_plugins.pretraining import (
     nest_preparation,
 )
 
-from bertkit.api.task import Batch, BertConfig, BertTokenizer, Head, by_example, check_float32, deprecated_alias
+from bertkit.api.task import BertConfig, BertTokenizer, Head, by_example, check_float32, deprecated_alias
 
 
 class ReplacedTokenDetection(CorpusTask):
@@ -70,19 +69,11 @@ class ReplacedTokenDetection(CorpusTask):
         hp = self.hparams
         return ElectraPreTrainingHeads(config, hp.generator_size, hp.discriminator_weight, hp.temperature)
 
-    # ----- predictions: which tokens of a text look replaced -----
+    # ----- predictions: which tokens of a text look replaced (ElectraPreTrainingHeads.feature_predictions) -----
 
     def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[MaskedText]:
         """Texts to check, one per line (blank lines skipped)."""
         return [MaskedText(line, f"{path}:{number}") for number, line in lines if line.strip()]
-
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        probabilities = outputs["rtd_logits"].float().sigmoid()  # (B, T)
-        lengths = batch["attention_mask"].sum(-1).tolist()
-        return [
-            {"example_index": e, "input_ids": batch["input_ids"][i, :n].tolist(), "p": probabilities[i, :n].tolist()}
-            for i, (e, n) in enumerate(zip(batch["example_index"].tolist(), lengths, strict=True))
-        ]
 
     def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Per text: each token (specials included) and the probability that it was replaced."""

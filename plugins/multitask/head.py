@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from bertkit_plugins.multitask.task import own_outputs
 from torch import nn
@@ -63,6 +65,11 @@ class MultiTaskHeads(Head):
     def decode(self, outputs: dict[str, torch.Tensor], batch: Batch) -> dict[str, torch.Tensor]:
         task = batch["task"][0]
         return {**outputs, **self.heads[task].decode(own_outputs(outputs, task), batch)}
+
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """The batch's task's head's, each feature's with the ``task`` named."""
+        task = batch["task"][0]
+        return [{**p, "task": task} for p in self.heads[task].feature_predictions(own_outputs(decoded, task), batch)]
 
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         task = batch["task"][0]

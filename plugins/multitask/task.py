@@ -11,6 +11,7 @@ task's metric.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,6 @@ from typing import Any
 import torch
 
 from bertkit.api.task import (
-    Batch,
     BertConfig,
     BertTokenizer,
     Feature,
@@ -127,9 +127,13 @@ class MultiTask(Task):
         return self._tasks[features[0]["task"]].token_keys
 
     # ----- predictions: each task's records, in input order -----
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        task = batch["task"][0]
-        return self._tasks[task].predict(own_outputs(outputs, task), batch)
+    def predict(self, predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each run of features of one task (``MultiTaskHeads.feature_predictions`` names it in
+        ``task``) predicted by that task, in order."""
+        predicted = []
+        for name, run in itertools.groupby(predictions, key=lambda p: p["task"]):
+            predicted += self._tasks[name].predict([{k: v for k, v in p.items() if k != "task"} for p in run])
+        return predicted
 
     def format_predictions(
         self, examples: list[TaskExample], predictions: list[dict[str, Any]]

@@ -11,6 +11,8 @@ Loss = mean MLM cross-entropy + mean NSP/SOP cross-entropy (Devlin et al. 2019, 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.pretraining.instances import SentenceTask
@@ -56,13 +58,14 @@ class MaskedLMPredictionHead(Head, TransformersExport):
     Args:
         config: the encoder's config.
         mask_token_id: the tokenizer's ``[MASK]`` id (what to predict in a text without labels).
+        top_k: candidates per ``[MASK]`` that ``feature_predictions`` gives.
     """
 
     hf_architecture = "BertForMaskedLM"
 
-    def __init__(self, config: BertConfig, mask_token_id: int) -> None:
+    def __init__(self, config: BertConfig, mask_token_id: int, top_k: int = 5) -> None:
         super().__init__()
-        self.mask_token_id = mask_token_id
+        self.mask_token_id, self.top_k = mask_token_id, top_k
         self.add_layers(config)
         std = config.initializer_range
         for module in self.modules():  # BertPreTrainedModel._init_weights
@@ -131,6 +134,21 @@ class MaskedLMPredictionHead(Head, TransformersExport):
         metrics["mlm_accuracy"].update((outputs["mlm_logits"].argmax(-1) == target).float())
         metrics["mlm_loss"].update(outputs["mlm_token_losses"])
 
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per text: ``example_index`` and its ``masks``, each ``[MASK]``'s token ``position`` and
+        its ``top_k`` ``candidates`` (``token_id`` and ``probability``, 6 decimals), best first."""
+        probabilities = decoded["mlm_logits"].float().softmax(-1)  # (M, V)
+        top = probabilities.topk(min(self.top_k, probabilities.shape[-1]), dim=-1)
+        rows, positions = decoded["mlm_chosen"].nonzero(as_tuple=True)
+        features = [{"example_index": int(i), "masks": []} for i in batch["example_index"].tolist()]
+        for m, (row, position) in enumerate(zip(rows.tolist(), positions.tolist(), strict=True)):
+            candidates = [
+                {"token_id": t, "probability": round(p, 6)}
+                for t, p in zip(top.indices[m].tolist(), top.values[m].tolist(), strict=True)
+            ]
+            features[row]["masks"].append({"position": position, "candidates": candidates})
+        return features
+
     def compute_metrics(self, stage: str) -> dict[str, torch.Tensor]:
         """``mlm_accuracy`` (of predicted tokens), ``mlm_loss`` (nats per predicted token),
         ``mlm_perplexity`` = exp(mlm_loss) (and a subclass's metrics)."""
@@ -145,16 +163,16 @@ class PreTrainingHeads(MaskedLMPredictionHead):
     ``cls.seq_relationship``). Loss = mean MLM cross-entropy + mean NSP/SOP cross-entropy.
 
     Args:
-        config, mask_token_id: as ``MaskedLMPredictionHead``.
+        config, mask_token_id, top_k: as ``MaskedLMPredictionHead``.
         sentence_task: ``nsp`` or ``sop`` (names the loss and accuracy).
     """
 
     hf_architecture = "BertForPreTraining"
     reads_pooler = True
 
-    def __init__(self, config: BertConfig, mask_token_id: int, sentence_task: SentenceTask) -> None:
+    def __init__(self, config: BertConfig, mask_token_id: int, sentence_task: SentenceTask, top_k: int = 5) -> None:
         self.sentence_task = sentence_task
-        super().__init__(config, mask_token_id)
+        super().__init__(config, mask_token_id, top_k)
 
     def add_layers(self, config: BertConfig) -> None:
         super().add_layers(config)

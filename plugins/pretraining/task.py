@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from bertkit_plugins.pretraining.corpus import python_docs_corpus
 from bertkit_plugins.pretraining.instances import SentenceTask
 from bertkit_plugins.pretraining.masking import MaskingStrategy, TokenMasking, maskable
@@ -30,7 +29,6 @@ from bertkit_plugins.pretraining.prepare import prepare
 from bertkit_plugins.pretraining.shards import MANIFEST, Shards, read_manifest
 
 from bertkit.api.task import (
-    Batch,
     BertConfig,
     BertTokenizer,
     Feature,
@@ -310,7 +308,7 @@ class MaskedLM(CorpusTask):
         from bertkit_plugins.pretraining.head import MaskedLMPredictionHead
 
         self._tokenizer = self._tokenizer or tokenizer
-        return MaskedLMPredictionHead(config, tokenizer.mask_token_id)
+        return MaskedLMPredictionHead(config, tokenizer.mask_token_id, self.hparams.top_k)
 
     def read_text_lines(self, path: Path, lines: Iterable[tuple[int, str]]) -> list[MaskedText]:
         """Texts to fill in, one per line, each with at least one ``[MASK]``.
@@ -327,20 +325,26 @@ class MaskedLM(CorpusTask):
             examples.append(MaskedText(line, f"{path}:{number}"))
         return examples
 
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        """Per text: each ``[MASK]``'s position and its ``top_k`` candidate tokens with probabilities."""
-        probabilities = outputs["mlm_logits"].float().softmax(-1)  # (M, V)
-        top = probabilities.topk(min(self.hparams.top_k, probabilities.shape[-1]), dim=-1)
-        rows, positions = outputs["mlm_chosen"].nonzero(as_tuple=True)
+    def predict(self, predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Per text: each ``[MASK]``'s position and its ``top_k`` candidate tokens with
+        probabilities, from the head's candidate token ids (``MaskedLMPredictionHead.feature_predictions``)."""
         to_token = self.tokenizer().backend.id_to_token
-        records = [{"example_index": int(i), "masks": []} for i in batch["example_index"].tolist()]
-        for m, (row, position) in enumerate(zip(rows.tolist(), positions.tolist(), strict=True)):
-            candidates = [
-                {"token": to_token(t), "probability": round(p, 6)}
-                for t, p in zip(top.indices[m].tolist(), top.values[m].tolist(), strict=True)
-            ]
-            records[row]["masks"].append({"position": position, "candidates": candidates})
-        return records
+        return [
+            {
+                **feature,
+                "masks": [
+                    {
+                        "position": mask["position"],
+                        "candidates": [
+                            {"token": to_token(c["token_id"]), "probability": c["probability"]}
+                            for c in mask["candidates"]
+                        ],
+                    }
+                    for mask in feature["masks"]
+                ],
+            }
+            for feature in predictions
+        ]
 
     def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Per text: each ``[MASK]``'s token position and top-k candidates, and the text with
@@ -384,7 +388,7 @@ class PreTraining(MaskedLM):
         from bertkit_plugins.pretraining.head import PreTrainingHeads
 
         self._tokenizer = self._tokenizer or tokenizer
-        return PreTrainingHeads(config, tokenizer.mask_token_id, self.sentence_task)
+        return PreTrainingHeads(config, tokenizer.mask_token_id, self.sentence_task, self.hparams.top_k)
 
 
 def _corpus_key(path: Path, vocab: str, settings: dict[str, Any], static: MaskingStrategy | None) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.question_answering.metric import SquadScore
+from bertkit_plugins.question_answering.postprocess import window_candidates
 from torch import nn
 
 from bertkit.api.task import (
@@ -92,9 +93,27 @@ class AnswerSpanHead(Head, TransformersExport):
         rows = torch.ones(outputs["start_logits"].shape[:-1], dtype=torch.bool, device=outputs["start_logits"].device)
         return {"start_logits": (outputs["start_logits"], rows), "end_logits": (outputs["end_logits"], rows)}
 
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per window: ``example_index``, ``null_score`` ([CLS]'s start + end logits) and its best
+        ``spans`` ([score, char start, char end], at most the task's ``n_best_size``, each at most
+        ``max_answer_length`` tokens; ``window_candidates``)."""
+        hp = self.task[0].hparams
+        start_logits, end_logits = decoded["start_logits"], decoded["end_logits"]
+        scores, starts, ends = window_candidates(
+            start_logits, end_logits, batch["may_start"].bool(), batch["may_end"].bool(), hp.n_best_size,
+            hp.max_answer_length,
+        )  # fmt: skip
+        char_start, char_end = batch["char_start"].gather(1, starts), batch["char_end"].gather(1, ends)
+        null = (start_logits[:, 0].float() + end_logits[:, 0].float()).tolist()
+        windows = []
+        for i, (row, a, b) in enumerate(zip(scores.tolist(), char_start.tolist(), char_end.tolist(), strict=True)):
+            spans = [[s, x, y] for s, x, y in zip(row, a, b, strict=True) if s > -math.inf]
+            windows.append({"example_index": int(batch["example_index"][i]), "null_score": null[i], "spans": spans})
+        return windows
+
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         pending = self._pending[stage]
-        windows = self.task[0].predict(outputs, batch)
+        windows = self.feature_predictions(outputs, batch)
         for window, example in zip(windows, batch["example"], strict=True):
             pending.setdefault(window["example_index"], (example, []))[1].append(window)
 

@@ -12,20 +12,17 @@ by character offsets (``postprocess.py``).
 from __future__ import annotations
 
 import logging
-import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
-from bertkit_plugins.question_answering.postprocess import answer, window_candidates
+from bertkit_plugins.question_answering.postprocess import answer
 from bertkit_plugins.question_answering.readers import NOT_FOUND, RELOCATED, QAExample, read_qa
 from bertkit_plugins.question_answering.sample import squad
 from bertkit_plugins.question_answering.windows import doc_spans
 
 from bertkit.api.task import (
-    Batch,
     BertConfig,
     BertTokenizer,
     Encoded,
@@ -222,29 +219,10 @@ class QuestionAnswering(Task):
         }
         return feature, inputs.start(1)
 
-    # ----- predictions -----
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        """Per window: ``example_index``, ``null_score`` and its best ``spans`` (score, char start, end)."""
-        hp = self.hparams
-        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
-        scores, starts, ends = window_candidates(
-            start_logits,
-            end_logits,
-            batch["may_start"].bool(),
-            batch["may_end"].bool(),
-            hp.n_best_size,
-            hp.max_answer_length,
-        )
-        char_start, char_end = batch["char_start"].gather(1, starts), batch["char_end"].gather(1, ends)
-        null = (start_logits[:, 0].float() + end_logits[:, 0].float()).tolist()
-        windows = []
-        for i, (row, a, b) in enumerate(zip(scores.tolist(), char_start.tolist(), char_end.tolist(), strict=True)):
-            spans = [[s, x, y] for s, x, y in zip(row, a, b, strict=True) if s > -math.inf]
-            windows.append({"example_index": int(batch["example_index"][i]), "null_score": null[i], "spans": spans})
-        return windows
-
+    # ----- predictions: each window's candidate spans (QuestionAnsweringHead.feature_predictions) as answers -----
     def answer_record(self, example: QAExample, windows: list[dict]) -> dict[str, Any]:
-        """The answer record of a question from all of its windows (``predict``'s), with the
+        """The answer record of a question from all of its windows (the head's
+        ``feature_predictions``), with the
         threshold in use."""
         hp = self.hparams
         return answer(example.context, windows, hp.n_best_size, hp.version_2_with_negative, self.threshold)

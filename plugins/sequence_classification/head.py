@@ -134,6 +134,19 @@ class PooledClassificationHead(Head, TransformersExport):
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         self.metrics[stage].update(outputs["logits"], batch["labels"])
 
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per text: ``example_index`` and ``scores``, each label's probability (softmax; a sigmoid
+        per label for multi-label), or the regression's one value."""
+        logits = decoded["logits"].float()
+        if self.problem_type == "regression":
+            scores = logits.squeeze(-1)
+        else:
+            scores = logits.sigmoid() if self.problem_type == "multi_label" else logits.softmax(-1)
+        return [
+            {"example_index": i, "scores": s}
+            for i, s in zip(batch["example_index"].tolist(), scores.tolist(), strict=True)
+        ]
+
 
 # release 0.1's bertkit_plugins.sequence_classification.head.SequenceClassificationHead
 __getattr__ = forwarding(__name__, "bertkit_plugins.sequence_classification.task")

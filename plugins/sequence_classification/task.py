@@ -29,7 +29,6 @@ from bertkit_plugins.sequence_classification.sample import tables
 from pydantic import Field
 
 from bertkit.api.task import (
-    Batch,
     BertConfig,
     BertTokenizer,
     Feature,
@@ -333,19 +332,7 @@ class SequenceClassification(Task):
             features.append(feature)
         return features
 
-    # ----- predictions -----
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        logits = outputs["logits"].float()
-        problem = self.hparams.problem_type
-        if problem == "regression":
-            scores = logits.squeeze(-1)
-        else:
-            scores = logits.sigmoid() if problem == "multi_label" else logits.softmax(-1)
-        return [
-            {"example_index": i, "scores": s}
-            for i, s in zip(batch["example_index"].tolist(), scores.tolist(), strict=True)
-        ]
-
+    # ----- predictions: the head's scores (PooledClassificationHead.feature_predictions) as records -----
     def format_record(self, example: Example, prediction: dict[str, Any]) -> dict[str, Any]:
         hp = self.hparams
         record: dict[str, Any] = {"source": example.source, "text": example.text}

@@ -12,7 +12,6 @@ import torch.nn.functional as F
 from bertkit_plugins.token_tagging.calibration import fit_bias
 from bertkit_plugins.token_tagging.crf import CRF
 from bertkit_plugins.token_tagging.metric import EntityF1
-from bertkit_plugins.token_tagging.task import word_level
 from torch import nn
 
 from bertkit.api.task import (
@@ -280,6 +279,22 @@ class TokenClassificationHead(Head, TransformersExport):
     def update_metrics(self, stage: str, outputs: dict[str, torch.Tensor], batch: Batch) -> None:
         example, word, pred = word_level(outputs, batch)
         self.metrics[stage].update(example, word, pred, batch["labels"][batch["word_index"] >= 0])
+
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per owned word: its ``example_index``, ``word_index`` and ``tag`` (``decode``'s ``word_tags``)."""
+        example, word, pred = word_level(decoded, batch)
+        return [
+            {"example_index": e, "word_index": w, "tag": self.tags[p]}
+            for e, w, p in zip(example.tolist(), word.tolist(), pred.tolist(), strict=True)
+        ]
+
+
+def word_level(outputs: dict[str, torch.Tensor], batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each owned word's example index, word index and predicted tag id (``word_tags``), in
+    row-major order of their first sub-words."""
+    mask = batch["word_index"] >= 0  # (B, T) first sub-word of an owned word
+    rows = mask.nonzero()[:, 0]
+    return batch["example_index"][rows], batch["word_index"][mask], outputs["word_tags"][mask]
 
 
 # release 0.1's bertkit_plugins.token_tagging.head.TokenTaggingHead

@@ -24,14 +24,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-import torch
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, tokenized_records
 from bertkit_plugins.token_tagging.span_metric import keep_best
 from bertkit_plugins.token_tagging.task import TokenClassification
 from pydantic import Field
 
 from bertkit.api.task import (
-    Batch,
     BertConfig,
     BertTokenizer,
     Feature,
@@ -218,16 +216,7 @@ class SpanClassification(TokenClassification):
             )  # fmt: skip
         return features
 
-    # ----- predictions -----
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        """Per window: the spans the head classified as entities (``decode``'s ``spans`` and
-        ``span_scores``) as (first word, end word, type, probability)."""
-        spans, scores = outputs["spans"], outputs["span_scores"]
-        rows: list[dict[str, Any]] = [{"example_index": int(e), "spans": []} for e in batch["example_index"]]
-        for (row, first, end, label), score in zip(spans.tolist(), scores.tolist(), strict=True):
-            rows[row]["spans"].append((first, end, self.types[label - 1], score))
-        return rows
-
+    # ----- predictions: the head's spans (SpanClassificationHead.feature_predictions) as records -----
     def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         records = []
         for sentence, windows in zip(examples, by_example(predictions, len(examples), self), strict=True):

@@ -4,6 +4,8 @@ Ulges 2020). No ``transformers`` class classifies spans: an export holds the enc
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from bertkit_plugins.token_tagging.head import collated_positions
@@ -32,7 +34,7 @@ class SpanClassificationHead(Head):
         dropout: float,
     ) -> None:  # fmt: skip
         super().__init__()
-        self.max_span_width = max_span_width
+        self.types, self.max_span_width = list(types), max_span_width
         self.dropout = Dropout(dropout)
         self.width_embedding = nn.Embedding(max_span_width, width_embedding_size)
         self.classifier = nn.Linear(2 * config.hidden_size + width_embedding_size, len(types) + 1)
@@ -89,3 +91,13 @@ class SpanClassificationHead(Head):
             torch.cat([examples[spans[:, 0]].unsqueeze(1), spans[:, 1:]], 1), scores,
             torch.cat([examples[rows].unsqueeze(1), gold[rows, slots]], 1),
         )  # fmt: skip
+
+    def feature_predictions(self, decoded: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
+        """Per window: ``example_index`` and the ``spans`` classified as entities (``decode``'s
+        ``spans`` and ``span_scores``) as (first word, end word, type, probability)."""
+        rows: list[dict[str, Any]] = [{"example_index": int(e), "spans": []} for e in batch["example_index"]]
+        for (row, first, end, label), score in zip(
+            decoded["spans"].tolist(), decoded["span_scores"].tolist(), strict=True
+        ):
+            rows[row]["spans"].append((first, end, self.types[label - 1], score))
+        return rows

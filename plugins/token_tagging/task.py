@@ -13,12 +13,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
 from bertkit_plugins.token_tagging.conll import Sentence, TagScheme, entities, read_tagged
 from bertkit_plugins.token_tagging.windows import Window, make_windows, owners
 
 from bertkit.api.task import (
-    Batch,
     BertConfig,
     BertTokenizer,
     Feature,
@@ -278,15 +276,7 @@ class TokenClassification(Task):
         right = min(len(after), room - left)
         return list(reversed(before[:left])), after[:right]
 
-    # ----- predictions -----
-    def predict(self, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
-        """Per owned word: its example, index and tag, from the head's ``word_tags``."""
-        example, word, pred = word_level(outputs, batch)
-        return [
-            {"example_index": e, "word_index": w, "tag": self.tags[p]}
-            for e, w, p in zip(example.tolist(), word.tolist(), pred.tolist(), strict=True)
-        ]
-
+    # ----- predictions: the head's word tags (TokenClassificationHead.feature_predictions) as records -----
     def format_predictions(self, examples: list[Sentence], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         records = []
         for sentence, words in zip(examples, by_example(predictions, len(examples), self), strict=True):
@@ -312,14 +302,6 @@ class TokenClassification(Task):
 
     def sample_files(self) -> dict[str, Path]:
         return dict(SAMPLE_FILES)
-
-
-def word_level(outputs: dict[str, torch.Tensor], batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each owned word's example index, word index and predicted tag id (``word_tags``), in
-    row-major order of their first sub-words."""
-    mask = batch["word_index"] >= 0  # (B, T) first sub-word of an owned word
-    rows = mask.nonzero()[:, 0]
-    return batch["example_index"][rows], batch["word_index"][mask], outputs["word_tags"][mask]
 
 
 TokenTaggingHead = deprecated_alias(TokenClassification, "TokenTaggingHead", "bertkit_plugins.token_tagging.head")
