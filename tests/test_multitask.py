@@ -16,13 +16,13 @@ import pytest
 import pytorch_lightning as pl
 import torch
 from bertkit_plugins.multitask import MultiTask
+from bertkit_plugins.multitask.samplers import SplitBatchSampler, TaskEvalBatchSampler, TaskMixingBatchSampler
 from bertkit_plugins.sequence_classification import SequenceClassification
 from bertkit_plugins.token_tagging import TokenClassification
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule, TaskData
-from bertkit.data.samplers import SplitBatchSampler, TaskEvalBatchSampler, TaskMixingBatchSampler
 from bertkit.tasks.task import Task
 from tests.conftest import FAST, ROOT, TINY, notebook, run_bertkit
 from tests.test_classification_train import toy_rows

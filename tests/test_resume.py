@@ -12,6 +12,7 @@ import signal
 
 import pytest
 import torch
+from bertkit_plugins.multitask.samplers import TaskMixingBatchSampler
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import (
     BatchShardSampler,
     IndexedByBatch,
-    TaskMixingBatchSampler,
     TokenBudgetBatchSampler,
     TrainShardSampler,
 )

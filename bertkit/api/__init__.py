@@ -22,7 +22,10 @@ import (``bertkit plugins``, ``bertkit --help``).
   ``DistillationTarget``: what a student learns from a teacher), ``TransformersExport`` (the
   optional protocol of a head that a transformers class computes: its export keys, config
   entries, ONNX outputs), ``mean_over_processes`` (a loss that means the same on any number of processes), ``Feature``, ``Batch``, ``TaskExample``, ``LazyFeatures``, ``by_example``,
-  ``task_from_spec``, ``pad_batch``.
+  ``task_from_spec``, ``pad_batch``; a task that batches its own way (``Task.batch_order``):
+  ``BatchSettings`` (what it is told), ``BatchOrder`` (what it gives), ``EpochBatchSampler`` (a
+  training order drawn from ``seed + epoch``, resumable inside an epoch), ``ProcessBatches`` (one
+  process's batches of it) and ``share`` (a process's part of a global batch).
 - Encoders: ``Encoder`` (the protocol a family's module implements), ``EncoderFamily`` (and
   ``registered_family``: another plugin's family to build on, by its registered name),
   ``BertConfig`` (``Preset``, ``PRESETS``), ``BertModel`` and its parts a family reuses

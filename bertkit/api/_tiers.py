@@ -37,6 +37,8 @@ HOME = {
     **dict.fromkeys(
         ["Batch", "Feature", "LazyFeatures", "Task", "TaskExample", "by_example", "task_from_spec"], "tasks.task"
     ),
+    **dict.fromkeys(["BatchOrder", "BatchSettings"], "tasks.task"),
+    **dict.fromkeys(["EpochBatchSampler", "ProcessBatches", "share"], "data.samplers"),
     **dict.fromkeys(["pad_batch"], "data.collate"),
     **dict.fromkeys(["max_context_window"], "data.windows"),
     **dict.fromkeys(
@@ -94,7 +96,8 @@ TOKENIZERS = (
 
 TASK = (
     *EVERY_PLUGIN, *TOKENIZERS, "Task", "Head", "DistillationTarget", "TransformersExport", "mean_over_processes", "Feature", "Batch",
-    "TaskExample", "LazyFeatures", "by_example", "task_from_spec", "pad_batch", "max_context_window",
+    "TaskExample", "LazyFeatures", "by_example", "task_from_spec", "pad_batch", "max_context_window", "BatchOrder",
+    "BatchSettings", "EpochBatchSampler", "ProcessBatches", "share",
     "write_chunks", "StreamedFeatures", "fetch_file", "is_remote", "require_litdata", "BertConfig",
     "EncoderOutput", "Dropout", "dropout", "ACTIVATIONS", "truncated_normal_",
 )  # fmt: skip

@@ -11,6 +11,7 @@ from bertkit.api._tiers import TASK, tier
 
 if TYPE_CHECKING:
     from bertkit.data.collate import pad_batch
+    from bertkit.data.samplers import EpochBatchSampler, ProcessBatches, share
     from bertkit.data.samples import cache_dir, sample_files
     from bertkit.data.streaming import StreamedFeatures, fetch_file, is_remote, require_litdata, write_chunks
     from bertkit.data.windows import max_context_window
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from bertkit.tasks.loss import mean_over_processes
     from bertkit.tasks.task import (
         Batch,
+        BatchOrder,
+        BatchSettings,
         Feature,
         LazyFeatures,
         Task,

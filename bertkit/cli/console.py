@@ -25,7 +25,7 @@ _DROPPED_INFO = (
 _DROPPED_WARNINGS = (
     r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # Lightning 2.6 with torch >= 2.10
     r"The number of training batches \(\d+\) is smaller than the logging interval",  # logged per epoch anyway
-    r"You are using a custom batch sampler `TaskEvalBatchSampler`",  # it yields every index (bertkit.data.samplers)
+    r"You are using a custom batch sampler `\w+` for prediction",  # a task's own order yields every index (BatchOrder)
     r"It is recommended to use `self.log\('(val|test)/",  # epoch metrics are torchmetrics', synced by them
     r"Total length of `list` across ranks is zero",
     r"Your `IterableDataset` has `__len__` defined",  # litdata's streams share themselves out by process and worker

@@ -29,9 +29,6 @@ from bertkit.data.samplers import (
     BatchShardSampler,
     EvalShardSampler,
     IndexedByBatch,
-    SplitBatchSampler,
-    TaskEvalBatchSampler,
-    TaskMixingBatchSampler,
     TokenBudgetBatchSampler,
     TrainShardSampler,
 )
@@ -45,7 +42,7 @@ from bertkit.data.streaming import (
     write_split,
 )
 from bertkit.model.tokenizer import BertTokenizer
-from bertkit.tasks.task import Feature, LazyFeatures, Task, TaskExample, renamed_source
+from bertkit.tasks.task import BatchOrder, BatchSettings, Feature, LazyFeatures, Task, TaskExample, renamed_source
 from bertkit.utils.choices import check_choice, check_int
 from bertkit.utils.io import file_names, text_lines
 from bertkit.utils.precision import check_float32
@@ -141,10 +138,11 @@ class BertDataModule(pl.LightningDataModule):
         seed: seed of the training order and of ``validation_split``.
         tasks: multi-task data, for a task with the same named ``Task.tasks``: each one's
             ``data_dir``/``dataset`` and split files (``TaskData``), read by that named task;
-            the top-level files are then unused. Each batch holds one task's
-            features (with N processes, every process trains the same task at each step, its
-            part of the global batch of N x ``batch_size``: ``SplitBatchSampler``);
-            ``validation_split`` and ``max_tokens`` are not available with tasks.
+            the top-level files are then unused. How their features are batched is the
+            task's (``Task.batch_order``; the multitask plugin: each batch holds one task's
+            features, with N processes every process trains the same task at each step, its
+            part of the global batch of N x ``batch_size``); ``validation_split`` and
+            ``max_tokens`` are not available with tasks.
         predict_chunk_size: examples per ``bertkit predict`` pass: features are built, predicted
             and written this many examples at a time (a plain text file is also read that many
             lines at a time), so memory does not grow with the file and an interrupted run keeps
@@ -152,7 +150,7 @@ class BertDataModule(pl.LightningDataModule):
         task_temperature: how training batches mix the tasks: task t's share is proportional
             to n_t ** (1 / T), n_t its training features. 1 = proportional (every batch once per
             epoch), larger favours small tasks, ``.inf`` = uniform (Arivazhagan et al. 2019;
-            T5 §3.5.2; ``bertkit.data.samplers.TaskMixingBatchSampler``).
+            T5 §3.5.2): what a multi-task task's ``batch_order`` reads (``BatchSettings``).
     """
 
     def __init__(
@@ -571,15 +569,22 @@ class BertDataModule(pl.LightningDataModule):
             if train:
                 return self._streamed_loader(features, common, world)
         lengths = self._lengths(features, train)
-        tasks = [f["task"] for f in features] if hp.tasks else None
+        size = hp.batch_size if train else hp.eval_batch_size or 2 * hp.batch_size
+        settings = BatchSettings(train, lengths, size, hp.seed, world, rank, hp.task_temperature)
+        own = self._task().batch_order(features, settings)  # a task that batches its own way
+        if own is not None:
+            kwargs = self._own_order(own, rank)
+        elif train:
+            kwargs = self._training_order(lengths, world, rank)
+        else:
+            kwargs = self._evaluation_order(len(features), lengths, size, world, rank)
         if train:
-            kwargs = self._training_order(lengths, tasks, world, rank)
-            settings = (hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, tasks, hp.task_temperature, world)
-            kwargs["data"] = fingerprint(lengths, *settings)
+            shape = own.settings if own is not None else (None, hp.task_temperature)
+            kwargs["data"] = fingerprint(
+                lengths, hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, *shape, world
+            )
             order = kwargs.get("batch_sampler") or kwargs["sampler"]
             order.keyed = isinstance(features, LazyFeatures) and features.epoch_keyed
-        else:
-            kwargs = self._evaluation_order(len(features), lengths, tasks, world, rank)
         dataset = IndexedByBatch(features) if kwargs.get("batch_size", 1) is None else features  # whole batches
         return (TrainingLoader if train else DataLoader)(
             dataset, persistent_workers=hp.num_workers > 0, **common, **kwargs
@@ -622,19 +627,22 @@ class BertDataModule(pl.LightningDataModule):
             lengths = [padded_length(int(n), hp.pad_to_multiple_of, hp.max_length) for n in lengths]
         return lengths
 
-    def _training_order(self, lengths: Any, tasks: list[str] | None, world: int, rank: int) -> dict[str, Any]:
-        """The training loader's order: tasks mixed by temperature, a token budget's batches
-        dealt among the processes, or fixed-size batches of a shared order."""
+    @staticmethod
+    def _own_order(order: BatchOrder, rank: int) -> dict[str, Any]:
+        """The loader arguments of a task's own order (``Task.batch_order``); its left-out features
+        warned by the first process."""
+        if order.left_out and rank == 0:
+            log.warning(order.left_out)
+        if order.as_batch_sampler:
+            return dict(batch_sampler=order.sampler)
+        return dict(batch_size=order.batch_size, sampler=order.sampler)
+
+    def _training_order(self, lengths: Any, world: int, rank: int) -> dict[str, Any]:
+        """The training loader's order: a token budget's batches dealt among the processes, or
+        fixed-size batches of a shared order."""
         hp = self.hparams
-        sampler: TrainShardSampler | SplitBatchSampler | BatchShardSampler
-        if tasks:  # every process trains the same task at each step: its part of one global batch
-            mixed = TaskMixingBatchSampler(tasks, hp.batch_size * world, hp.seed, hp.task_temperature)
-            sampler, batch_size = SplitBatchSampler(mixed, world, rank), None
-            left = (
-                "data.tasks on {world} processes: {n} training features of the first epoch are in global batches "
-                "with fewer features than processes and are left out"
-            )
-        elif hp.max_tokens:
+        sampler: TrainShardSampler | BatchShardSampler
+        if hp.max_tokens:
             sampler, batch_size = BatchShardSampler(self._token_budget(lengths), world, rank), None
             left = (
                 "data.max_tokens on {world} processes: the last batches of each epoch that are fewer than the "
@@ -651,16 +659,10 @@ class BertDataModule(pl.LightningDataModule):
             log.warning(left.format(world=world, n=sampler.left_out(), features=len(lengths), batch=hp.batch_size))
         return dict(batch_size=batch_size, sampler=sampler)
 
-    def _evaluation_order(
-        self, count: int, lengths: list[int] | None, tasks: list[str] | None, world: int, rank: int
-    ) -> dict[str, Any]:
-        """An evaluation loader's order: one task per batch, the tasks in turn (each process some of
-        every task's batches); or the features longest first (stored order for streamed data),
-        each on one process."""
-        size = self.hparams.eval_batch_size or 2 * self.hparams.batch_size
-        if tasks:
-            batches = TaskEvalBatchSampler(tasks, lengths, size, world, rank)
-            return dict(batch_sampler=batches) if world == 1 else dict(batch_size=None, sampler=batches)
+    @staticmethod
+    def _evaluation_order(count: int, lengths: list[int] | None, size: int, world: int, rank: int) -> dict[str, Any]:
+        """An evaluation loader's order: the features longest first (stored order for streamed
+        data), each on one process."""
         order = list(range(count)) if lengths is None else sorted(range(count), key=lambda i: -lengths[i])
         return dict(batch_size=size, sampler=EvalShardSampler(order, world, rank) if world > 1 else order)
 

@@ -167,6 +167,14 @@ class Task(ABC):
         task) names that kind's. Default: ``token_keys``."""
         return self.token_keys
 
+    def batch_order(self, features: Sequence[Feature], settings: BatchSettings) -> BatchOrder | None:
+        """The order of a loader over this task's features, for a task that batches its own way (a
+        multi-task task: one named task per batch, the tasks mixed); None (the default): the data
+        module's own (random or length-grouped batches of ``data.batch_size``, a token budget,
+        evaluation longest first). Called for every loader the data module builds, training and
+        evaluation, on every process (``settings`` says which)."""
+        return None
+
     def restore_learned(self, stored: Mapping[str, Any], built: bool, field: str = "model.task") -> None:
         """Take the ``learned`` settings from a checkpoint's ``init_args`` (``stored``): set them on
         a task whose head is not built yet, check them where it is. ``field`` names it in errors.
@@ -328,6 +336,54 @@ def deprecated_alias(
     # each parent package, and ``bertkit.<old name>`` would warn on every lookup); the old path is an alias.
     namespace = {"__init__": __init__, "__module__": task.__module__, "__qualname__": name, "__doc__": doc}
     return type(name, (task,), {**namespace, "aliases": (f"{module}.{name}",), "alias_of": task})
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What ``Task.batch_order`` is told of the loader it orders.
+
+    Attributes:
+        train: a training loader (an order drawn anew each epoch, resumable) or an evaluation one.
+        lengths: tokens per feature, or None (streamed evaluation data, read in its stored order).
+        batch_size: ``data.batch_size`` (training) or the evaluation batch size.
+        seed: ``data.seed``; a training order is drawn from ``seed + epoch``.
+        num_replicas, rank: the process group's size and this process's rank.
+        task_temperature: ``data.task_temperature``, how a multi-task task mixes its tasks.
+    """
+
+    train: bool
+    lengths: Sequence[int] | None
+    batch_size: int
+    seed: int
+    num_replicas: int
+    rank: int
+    task_temperature: float
+
+
+@dataclass
+class BatchOrder:
+    """A loader's order, as ``Task.batch_order`` gives it.
+
+    Attributes:
+        sampler: a ``Sampler`` (a ``DistributedSampler`` on several processes: Lightning leaves it
+            as it is), or a batch sampler with ``batch_size`` None.
+        batch_size: the ``DataLoader``'s; None: ``sampler`` yields whole batches (lists of
+            indices), read from the features by one key each (``IndexedByBatch``).
+        as_batch_sampler: give ``sampler`` as the ``DataLoader``'s ``batch_sampler`` (one
+            process) instead. An evaluation order must give every index once: prediction
+            writes what it yields.
+        settings: the order's own settings, which a resumed run compares with the checkpoint's
+            to go on inside an epoch exactly (the data module adds the features' lengths and
+            its batch settings).
+        left_out: for a training order that leaves features out (global batches too small for
+            every process), what the first process warns: how many and why; empty: none.
+    """
+
+    sampler: Any
+    batch_size: int | None = None
+    as_batch_sampler: bool = False
+    settings: tuple[Any, ...] = ()
+    left_out: str = ""
 
 
 @dataclass(frozen=True)

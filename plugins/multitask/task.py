@@ -2,8 +2,8 @@
 
 Each task keeps its own data files (``BertDataModule(tasks=…)`` reads them with that task's
 ``read``, as ``TaskExample``s), features, head and records; every batch holds one task's features
-(the data module's ``TaskMixingBatchSampler`` mixes them by temperature, Arivazhagan et al. 2019
-§4.2; T5 §3.5.2), so each head sees only batches it understands. A batch's loss is its task's
+(``MultiTask.batch_order``: ``TaskMixingBatchSampler`` mixes them by temperature, Arivazhagan et
+al. 2019 §4.2; T5 §3.5.2), so each head sees only batches it understands. A batch's loss is its task's
 head's loss times the task's weight; losses and metrics are logged per task
 (``train/ner/loss``, ``val/ner/f1``), so checkpoint selection and early stopping can watch any
 task's metric.
@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from bertkit_plugins.multitask.samplers import SplitBatchSampler, TaskEvalBatchSampler, TaskMixingBatchSampler
 
 from bertkit.api.task import (
+    BatchOrder,
+    BatchSettings,
     BertConfig,
     BertTokenizer,
     Feature,
@@ -121,6 +124,30 @@ class MultiTask(Task):
             for f in self._tasks[name].featurize([examples[i].example for i in positions], tokenizer, max_length):
                 features.append({**f, "example_index": positions[f["example_index"]], "task": name})
         return features
+
+    def batch_order(self, features: Sequence[Feature], settings: BatchSettings) -> BatchOrder:
+        """One task per batch. Training: the tasks mixed by ``data.task_temperature``
+        (``TaskMixingBatchSampler``), every process taking its part of each global batch of
+        processes x ``data.batch_size`` (``SplitBatchSampler``), so that all train the same task at
+        each step; evaluation: each task's batches longest first, the tasks in turn, dealt among
+        the processes (``TaskEvalBatchSampler``).
+
+        Raises:
+            ValueError: ``data.task_temperature`` below 1; an evaluation task with fewer
+                features than processes.
+        """
+        tasks = [f["task"] for f in features]
+        world, rank = settings.num_replicas, settings.rank
+        if not settings.train:
+            batches = TaskEvalBatchSampler(tasks, settings.lengths, settings.batch_size, world, rank)
+            return BatchOrder(batches, as_batch_sampler=world == 1)
+        mixed = TaskMixingBatchSampler(tasks, settings.batch_size * world, settings.seed, settings.task_temperature)
+        sampler = SplitBatchSampler(mixed, world, rank)
+        left_out = sampler.left_out() and (
+            f"data.tasks on {world} processes: {sampler.left_out()} training features of the first epoch are in "
+            "global batches with fewer features than processes and are left out"
+        )
+        return BatchOrder(sampler, settings=(tasks, settings.task_temperature), left_out=left_out or "")
 
     def batch_token_keys(self, features: Sequence[Feature]) -> frozenset[str] | None:
         """The token keys of the task whose features the batch holds (each batch holds one's)."""
