@@ -219,3 +219,49 @@ def test_a_data_module_reads_featurizes_and_batches_with_no_model_and_no_trainer
     assert sorted(label for b in batches for label in b["labels"].tolist()) == [0] * 5 + [1] * 5
     with pytest.raises(RuntimeError, match=r"BertDataModule has no task: give BertDataModule\(task=…\)"):
         BertDataModule(data_dir=str(tmp_path), train_file="train.tsv").setup("fit")
+
+
+def test_a_tasks_own_batch_order_replaces_the_data_modules(tmp_path, minilm_dir, caplog):
+    """``Task.batch_order``: the training loader takes the task's ``BatchOrder`` (an
+    ``EpochBatchSampler`` drawn each epoch, resumable), evaluation its batch sampler, and the
+    first process warns its left-out message; ``BatchSettings`` tells it which loader and the
+    data module's settings."""
+    from bertkit.api.task import BatchOrder, EpochBatchSampler
+
+    class LastFirst(EpochBatchSampler):
+        def __init__(self, count: int) -> None:
+            super().__init__(seed=0)
+            self.count = count
+
+        def draw(self, g):
+            return [[i, i - 1] for i in range(self.count - 1, 0, -2)]  # pairs, last first
+
+    seen = []
+
+    class OwnOrder(SequenceClassification):
+        def batch_order(self, features, settings):
+            seen.append(settings)
+            if settings.train:
+                left = "" if len(features) % 2 == 0 else "1 training feature left out"
+                return BatchOrder(LastFirst(len(features)), as_batch_sampler=True, settings=("pairs",), left_out=left)
+            return BatchOrder([[i] for i in range(len(features))], as_batch_sampler=True)
+
+    (tmp_path / "train.tsv").write_text(
+        "sentence\tlabel\n" + "".join(f"text number {i}\t{'ab'[i % 2]}\n" for i in range(7))
+    )
+    (tmp_path / "dev.tsv").write_text("sentence\tlabel\nshort\ta\na much longer text than that\tb\n")
+    task, tokenizer = OwnOrder(), BertTokenizer.from_pretrained(minilm_dir)
+    data = BertDataModule(
+        task, tokenizer, data_dir=str(tmp_path), train_file="train.tsv", validation_file="dev.tsv", batch_size=4,
+        seed=3,
+    )  # fmt: skip
+    data.setup("fit")
+    with caplog.at_level("WARNING"):
+        labels = [b["labels"].tolist() for b in data.train_dataloader()]
+    assert labels == [[0, 1], [0, 1], [0, 1]]  # features 6 5, 4 3, 2 1: labels a b, a b, a b
+    assert "1 training feature left out" in caplog.text
+    lengths = [len(b["input_ids"][0]) for b in data.val_dataloader()]
+    assert lengths[0] < lengths[1]  # the task's order, not the data module's longest first
+    train, evaluation = seen
+    assert (train.train, train.batch_size, train.seed, train.num_replicas, train.rank) == (True, 4, 3, 1, 0)
+    assert (evaluation.train, evaluation.batch_size, len(evaluation.lengths)) == (False, 8, 2)
