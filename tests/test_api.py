@@ -247,3 +247,26 @@ def test_default_feature_predictions_give_each_feature_its_own_tokens_of_declare
     for wrong in ({"scores": scores}, {"logits": logits[:, : longest - 1] if longest > 1 else logits[:, :0]}):
         with pytest.raises(ValueError, match=r"Tagger\.token_outputs names 'logits': expected a head output of shape"):
             Tagger().feature_predictions(wrong, batch)
+
+
+@pytest.mark.parametrize(
+    "signature", ["self, outputs, batch", "self", "self, outputs, batch, extra=None", "self, *, predictions"]
+)
+def test_a_predict_that_does_not_take_the_plain_predictions_is_refused_where_the_class_is_defined(signature):
+    """``Task.predict`` takes one argument, the head's plain per-feature predictions: a task
+    written for tensors (``predict(outputs, batch)``) is told at its class statement where that
+    work goes, not by a TypeError from inside a prediction run."""
+    namespace: dict = {}
+    exec(f"def predict({signature}):\n    return []", namespace)
+    with pytest.raises(
+        TypeError, match=r"Tagger\.predict\(.*\): Task\.predict takes one argument.*feature_predictions"
+    ):
+        type("Tagger", (NoData,), {"predict": namespace["predict"]})
+
+
+def test_a_predict_of_the_plain_predictions_is_accepted():
+    class Tagger(NoData):
+        def predict(self, predictions, extra=None):
+            return predictions
+
+    assert Tagger().predict([{"example_index": 0}]) == [{"example_index": 0}]

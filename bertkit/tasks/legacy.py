@@ -30,6 +30,8 @@ class Head(HeadModule, Task):
     ``build``, ``forward``, ``predict``, ``format_predictions``/``format_record`` on one object.
     Deprecated: subclassing it warns."""
 
+    _release_01 = True
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         warn_deprecated(

@@ -114,6 +114,31 @@ class Task(ABC):
     """Class paths this class answered to in earlier releases: a checkpoint or export folder
     that names one of them loads it (``bertkit.plugins.stored_class``)."""
 
+    _release_01: ClassVar[bool] = False  # release 0.1's heads (bertkit.tasks.legacy) predict from tensors
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse, when the class is defined, a ``predict`` that takes more than the predictions
+        (``predict(outputs, batch)`` of a task written for tensors).
+
+        Raises:
+            TypeError: names the class and where the tensor work goes.
+        """
+        super().__init_subclass__(**kwargs)
+        predict = vars(cls).get("predict")
+        if predict is None or cls._release_01:
+            return
+        required = [
+            p
+            for p in list(inspect.signature(predict).parameters.values())[1:]
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+        if len(required) != 1:
+            raise TypeError(
+                f"{cls.__module__}.{cls.__qualname__}.predict{inspect.signature(predict)}: Task.predict takes one "
+                "argument, the head's per-feature predictions as plain Python values (predict(self, predictions)); "
+                "the work on the decoded tensors belongs to the head's feature_predictions(decoded, batch)"
+            )
+
     @property
     def hparams(self) -> Settings:
         """The task's settings: its ``__init__`` arguments as ``save_hyperparameters`` recorded
