@@ -269,8 +269,8 @@ class BatchShardSampler(ProcessBatches):
 
 
 class IndexedByBatch:
-    """Features indexed by a whole batch of keys (the items of ``ProcessBatches`` and of
-    ``TaskEvalBatchSampler`` on several processes): ``[i, j, …]`` gives ``[features[i], features[j], …]``."""
+    """Features indexed by a whole batch of keys (the items of ``ProcessBatches``, and of a task's
+    own order with ``batch_size`` None, ``BatchOrder``): ``[i, j, …]`` gives ``[features[i], features[j], …]``."""
 
     def __init__(self, features: Any) -> None:
         self.features = features

@@ -117,7 +117,7 @@ class Task(ABC):
     _release_01: ClassVar[bool] = False  # release 0.1's heads (bertkit.tasks.legacy) predict from tensors
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Refuse, when the class is defined, a ``predict`` that takes more than the predictions
+        """Refuse, when the class is defined, a ``predict`` that takes anything but the predictions
         (``predict(outputs, batch)`` of a task written for tensors).
 
         Raises:
