@@ -579,6 +579,8 @@ class BertDataModule(pl.LightningDataModule):
         else:
             kwargs = self._evaluation_order(len(features), lengths, size, world, rank)
         if train:
+            # (None, temperature): what the data module's own order hashed before tasks ordered their own
+            # batches, so that a checkpoint written inside an epoch then still resumes exactly
             shape = own.settings if own is not None else (None, hp.task_temperature)
             kwargs["data"] = fingerprint(
                 lengths, hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, *shape, world

@@ -8,7 +8,7 @@ reading files or turning outputs into records belongs here: that is the task's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -16,10 +16,42 @@ from torch import nn
 from torchmetrics import MetricCollection
 
 from bertkit.model.bert import EncoderOutput
-from bertkit.tasks.task import Batch, feature_rows
+from bertkit.tasks.task import Batch
 
 DistillationTarget = tuple[torch.Tensor, torch.Tensor]
 """``(logits, rows)`` of ``Head.distillation_targets``."""
+
+
+def feature_rows(
+    outputs: Mapping[str, torch.Tensor], batch: Batch, token_outputs: Sequence[str], owner: str
+) -> list[dict[str, Any]]:
+    """Each feature's ``example_index`` and its row of every output but the losses, as plain
+    Python lists (``Head.feature_predictions``' default); of an output named in ``token_outputs``, (B, T, …)
+    with T the batch's length, the feature's own tokens only (its ``attention_mask``): a (B, T, C)
+    ``logits`` becomes one list of C floats per token of the feature. ``owner`` names the class
+    that declares ``token_outputs`` in errors.
+
+    Raises:
+        ValueError: an output named in ``token_outputs`` is missing, or does not have the
+            batch's (B, T) in front.
+    """
+    keys = [k for k in outputs if k != "loss" and not k.endswith("_loss")]
+    lengths = batch["attention_mask"].sum(1).tolist() if token_outputs else []
+    for name in token_outputs:
+        found = outputs.get(name)
+        if found is None or tuple(found.shape[:2]) != tuple(batch["attention_mask"].shape):
+            shape = "missing" if found is None else f"of shape {tuple(found.shape)}"
+            raise ValueError(
+                f"{owner}.token_outputs names {name!r}: expected a head output of shape "
+                f"(B, T, …) = {tuple(batch['attention_mask'].shape)} in front (the batch's attention_mask), "
+                f"got one {shape}"
+            )
+
+    def row(key: str, i: int) -> torch.Tensor:
+        return outputs[key][i, : lengths[i]] if key in token_outputs else outputs[key][i]
+
+    rows = batch["example_index"].tolist()
+    return [{"example_index": e, **{k: row(k, i).tolist() for k in keys}} for i, e in enumerate(rows)]
 
 
 class Head(nn.Module):

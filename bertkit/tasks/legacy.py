@@ -18,7 +18,8 @@ from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import BertConfig
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.head import Head as HeadModule
-from bertkit.tasks.task import Batch, Feature, Task, by_example, feature_rows
+from bertkit.tasks.head import feature_rows
+from bertkit.tasks.task import Batch, Feature, Task, by_example
 from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.io import text_lines
 

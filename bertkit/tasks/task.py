@@ -477,38 +477,6 @@ def renamed_source(example: Any, old: str, new: str) -> Any:
     return dataclasses.replace(example, **changed) if changed else example
 
 
-def feature_rows(
-    outputs: Mapping[str, torch.Tensor], batch: Batch, token_outputs: Sequence[str], owner: str
-) -> list[dict[str, Any]]:
-    """Each feature's ``example_index`` and its row of every output but the losses, as plain
-    Python lists (``Head.feature_predictions``' default); of an output named in ``token_outputs``, (B, T, …)
-    with T the batch's length, the feature's own tokens only (its ``attention_mask``): a (B, T, C)
-    ``logits`` becomes one list of C floats per token of the feature. ``owner`` names the class
-    that declares ``token_outputs`` in errors.
-
-    Raises:
-        ValueError: an output named in ``token_outputs`` is missing, or does not have the
-            batch's (B, T) in front.
-    """
-    keys = [k for k in outputs if k != "loss" and not k.endswith("_loss")]
-    lengths = batch["attention_mask"].sum(1).tolist() if token_outputs else []
-    for name in token_outputs:
-        found = outputs.get(name)
-        if found is None or tuple(found.shape[:2]) != tuple(batch["attention_mask"].shape):
-            shape = "missing" if found is None else f"of shape {tuple(found.shape)}"
-            raise ValueError(
-                f"{owner}.token_outputs names {name!r}: expected a head output of shape "
-                f"(B, T, …) = {tuple(batch['attention_mask'].shape)} in front (the batch's attention_mask), "
-                f"got one {shape}"
-            )
-
-    def row(key: str, i: int) -> torch.Tensor:
-        return outputs[key][i, : lengths[i]] if key in token_outputs else outputs[key][i]
-
-    rows = batch["example_index"].tolist()
-    return [{"example_index": e, **{k: row(k, i).tolist() for k in keys}} for i, e in enumerate(rows)]
-
-
 def predict_batch(task: Task, head: Head, outputs: dict[str, torch.Tensor], batch: Batch) -> list[dict[str, Any]]:
     """The per-feature predictions of one batch from the head's raw outputs: ``head.decode`` (on
     the device), ``head.feature_predictions`` (to plain Python), then ``task.predict``.
@@ -517,7 +485,7 @@ def predict_batch(task: Task, head: Head, outputs: dict[str, torch.Tensor], batc
     release-0.1 head, task and head in one object (``bertkit.tasks.legacy``), predicts from the
     decoded tensors as it did."""
     decoded = head.decode(outputs, batch)
-    if task is head:
+    if task._release_01:
         return task.predict(decoded, batch)  # type: ignore[call-arg]
     return task.predict(head.feature_predictions(decoded, batch))
 

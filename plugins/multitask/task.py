@@ -143,11 +143,12 @@ class MultiTask(Task):
             return BatchOrder(batches, as_batch_sampler=world == 1)
         mixed = TaskMixingBatchSampler(tasks, settings.batch_size * world, settings.seed, settings.task_temperature)
         sampler = SplitBatchSampler(mixed, world, rank)
-        left_out = sampler.left_out() and (
-            f"data.tasks on {world} processes: {sampler.left_out()} training features of the first epoch are in "
-            "global batches with fewer features than processes and are left out"
+        left = sampler.left_out()
+        message = (
+            f"data.tasks on {world} processes: {left} training features of the first epoch are in global batches "
+            "with fewer features than processes and are left out"
         )
-        return BatchOrder(sampler, settings=(tasks, settings.task_temperature), left_out=left_out or "")
+        return BatchOrder(sampler, settings=(tasks, settings.task_temperature), left_out=message if left else "")
 
     def batch_token_keys(self, features: Sequence[Feature]) -> frozenset[str] | None:
         """The token keys of the task whose features the batch holds (each batch holds one's)."""

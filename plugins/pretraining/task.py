@@ -329,22 +329,12 @@ class MaskedLM(CorpusTask):
         """Per text: each ``[MASK]``'s position and its ``top_k`` candidate tokens with
         probabilities, from the head's candidate token ids (``MaskedLMPredictionHead.feature_predictions``)."""
         to_token = self.tokenizer().backend.id_to_token
-        return [
-            {
-                **feature,
-                "masks": [
-                    {
-                        "position": mask["position"],
-                        "candidates": [
-                            {"token": to_token(c["token_id"]), "probability": c["probability"]}
-                            for c in mask["candidates"]
-                        ],
-                    }
-                    for mask in feature["masks"]
-                ],
-            }
-            for feature in predictions
-        ]
+
+        def named(mask: dict[str, Any]) -> dict[str, Any]:
+            tokens = [{"token": to_token(c["token_id"]), "probability": c["probability"]} for c in mask["candidates"]]
+            return {"position": mask["position"], "candidates": tokens}
+
+        return [{**feature, "masks": [named(mask) for mask in feature["masks"]]} for feature in predictions]
 
     def format_predictions(self, examples: list[MaskedText], predictions: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Per text: each ``[MASK]``'s token position and top-k candidates, and the text with
