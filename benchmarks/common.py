@@ -64,7 +64,7 @@ def compose_quiet(recipe: Path, args: argparse.Namespace, overrides: dict[str, A
         "seed_everything": args.seed,
         "data.seed": args.seed,
         "data.batch_size": args.batch_size,
-        "data.max_length": args.max_length,
+        "model.max_length": args.max_length,
         "model.warmup_ratio": args.warmup_ratio,
         "trainer.max_epochs": args.epochs,
         "trainer.limit_val_batches": 0,

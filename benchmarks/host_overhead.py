@@ -120,7 +120,7 @@ def composed(task: str, args: argparse.Namespace, total: int, extra: dict[str, A
     recipe, overrides, _ = TASKS[task]
     settings = {
         "seed_everything": 0, "model.pretrained": None, "model.preset": "tiny", "model.vocab_file": args.vocab_file,
-        "data.batch_size": args.batch_size, "data.max_length": args.max_length, "data.validation_file": None,
+        "data.batch_size": args.batch_size, "model.max_length": args.max_length, "data.validation_file": None,
         "data.test_file": None, "trainer.max_steps": total, "trainer.limit_val_batches": 0,
         "trainer.default_root_dir": str(args.work / task), "trainer.accelerator": getattr(args, "device", "cpu"),
     }  # fmt: skip

@@ -83,7 +83,7 @@ def run_bertkit(args: argparse.Namespace) -> dict[str, Any]:
             "data.train_file": "train",
             "data.validation_file": None,
             "data.batch_size": args.batch_size,
-            "data.max_length": args.max_length,
+            "model.max_length": args.max_length,
             "trainer.max_steps": args.steps + args.warmup_steps,
             "trainer.limit_val_batches": 0,
             "trainer.callbacks": [],

@@ -71,7 +71,7 @@ def fit_rate(path: Path, preset: str, warmup: int, steps: int) -> float:
 
     overrides = {
         "model.preset": preset, "model.task.init_args.dynamic_masking": True, "data.train_file": str(path),
-        "data.validation_file": None, "data.batch_size": 32, "data.max_length": 128,
+        "data.validation_file": None, "data.batch_size": 32, "model.max_length": 128,
         "trainer.max_steps": warmup + steps + 1, "trainer.enable_progress_bar": False, "trainer.logger": False,
         "trainer.enable_checkpointing": False, "trainer.callbacks": [],
     }  # fmt: skip

@@ -119,7 +119,7 @@ CASES = [
         ["data.predict_format='xml': expected one of auto, text, native"],
     ),
     Case("validation-split", ner("--data.validation_split=1.5"), ["data.validation_split=1.5"]),
-    Case("max-length", ner("--data.max_length=4"), ["data.max_length=4"]),
+    Case("max-length", ner("--model.max_length=4"), ["model.max_length=4"]),
     Case("max-tokens", ner("--data.max_tokens=0"), ["data.max_tokens=0"]),
     Case("max-tokens-too-small", ner("--data.max_tokens=10"), ["data.max_tokens=10", "longest feature"]),
     Case("warmup-ratio", ner("--model.warmup_ratio=1.5"), ["model.warmup_ratio=1.5"]),

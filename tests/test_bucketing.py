@@ -136,7 +136,7 @@ def test_every_recipe_scores_and_predicts_the_same_with_buckets(name, tmp_path, 
     assert scores[0].keys() == scores[1].keys() and scores[0]
     for key in scores[0]:
         assert scores[1][key] == pytest.approx(scores[0][key], rel=1e-5, abs=1e-5), key
-    max_length = bucketed.datamodule.hparams.max_length
+    max_length = bucketed.datamodule.max_length
     assert all(n % 7 == 0 or n == max_length for n in lengths.seen), lengths.seen
     assert lengths.seen != plain_lengths.seen  # the buckets padded past the longest feature
     if recipes[0].startswith("pretrain"):

@@ -157,7 +157,7 @@ def test_long_lines_are_windowed_and_rejoined_in_prediction(sample_run):
     words = " ".join(f"Oslo{i} and Lisbon{i} ," for i in range(40))
     text = sample_run / "long.txt"
     text.write_text(words + "\n")
-    out = predict_text(sample_run, text, "--data.max_length=24")
+    out = predict_text(sample_run, text, "--model.max_length=24")
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert record["words"] == words.split() and len(record["tags"]) == 160
 

@@ -85,7 +85,7 @@ def test_squad_windows_split_across_processes_give_the_same_answers(tmp_path):
     args = [
         "--config", str(ROOT / "recipes/squad.yaml"), "--model.pretrained=null", "--model.preset=tiny",
         "--model.vocab_file=all-MiniLM-L6-v2", f"--data.data_dir={tmp_path}", "--data.train_file=train.json",
-        "--data.validation_file=dev.json", "--data.max_length=48", "--model.task.init_args.doc_stride=16",
+        "--data.validation_file=dev.json", "--model.max_length=48", "--model.task.init_args.doc_stride=16",
         "--data.eval_batch_size=3", *QUIET,
     ]  # fmt: skip
     one, two = fit_then_validate_on_one_and_two(args, tmp_path, "squad")

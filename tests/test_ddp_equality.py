@@ -54,12 +54,12 @@ HEADS = {  # recipe, arguments, data writer
     "sequence_classification": (ROOT / "recipes/sst2.yaml", ["--data.data_dir=.", "--data.validation_file=train.tsv"], _tsv),
     "question_answering": (
         ROOT / "recipes/squad.yaml",
-        ["--data.data_dir=.", "--data.train_file=train.json", "--data.validation_file=train.json", "--data.max_length=48"],
+        ["--data.data_dir=.", "--data.train_file=train.json", "--data.validation_file=train.json", "--model.max_length=48"],
         _squad,
     ),
     "multitask": (ROOT / "recipes/multitask.yaml", [], None),
     "pretraining_mlm_nsp": (
-        ROOT / "recipes/pretrain_bert.yaml", ["--data.max_length=32", "--model.task.init_args.dynamic_masking=true"], None
+        ROOT / "recipes/pretrain_bert.yaml", ["--model.max_length=32", "--model.task.init_args.dynamic_masking=true"], None
     ),
 }  # fmt: skip
 # ELECTRA is left out: its generator samples the replacement tokens in each process from that

@@ -138,7 +138,13 @@ def test_rtd_on_another_family_uses_a_generator_of_that_family(tmp_path: Path, m
             masking=TokenMasking(), preparation=CorpusPreparation(workers=1), generator_size=0.5
         )
         return BertModule(
-            head, pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir), learning_rate=3e-3
+            head,
+            pretrained=None,
+            encoder=family,
+            preset="tiny",
+            vocab_file=str(minilm_dir),
+            learning_rate=3e-3,
+            max_length=32,
         )
 
     rtd = model()
@@ -150,9 +156,7 @@ def test_rtd_on_another_family_uses_a_generator_of_that_family(tmp_path: Path, m
     assert {n for n in names if n.startswith("head.generator.embeddings.")} == {
         "head.generator.embeddings.project.weight", "head.generator.embeddings.project.bias"
     }  # fmt: skip
-    data = BertDataModule(
-        data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", max_length=32, batch_size=16
-    )
+    data = BertDataModule(data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", batch_size=16)
     embeddings = rtd.encoder.embeddings.word_embeddings.weight.detach().clone()
     before, after = fit_between_validations(rtd, data, max_epochs=2)
     assert after["val/mlm_loss"] < before["val/mlm_loss"] - 1.0  # the generator learns
@@ -171,11 +175,15 @@ def test_rtd_learns_and_exports_as_electra_for_pretraining(tmp_path: Path, minil
     pl.seed_everything(0)
     head = ReplacedTokenDetection(masking=TokenMasking(), preparation=CorpusPreparation(workers=1))
     model = BertModule(
-        head, pretrained=None, encoder="electra", preset="tiny", vocab_file=str(minilm_dir), learning_rate=1e-3
+        head,
+        pretrained=None,
+        encoder="electra",
+        preset="tiny",
+        vocab_file=str(minilm_dir),
+        learning_rate=1e-3,
+        max_length=64,
     )
-    data = BertDataModule(
-        data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", max_length=64, batch_size=16
-    )
+    data = BertDataModule(data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", batch_size=16)
     before, after = fit_between_validations(model, data, max_epochs=4)
     assert after["val/mlm_loss"] < before["val/mlm_loss"] - 2.0  # the generator learns the 15-word corpus
     assert after["val/rtd_loss"] < before["val/rtd_loss"]

@@ -113,11 +113,11 @@ def test_batches_run_longest_first_and_outputs_keep_the_input_order(pooling):
 @pytest.mark.slow
 def test_a_checkpoints_features_are_cut_at_the_length_its_run_read(sample_run, tmp_path, caplog):
     """``--checkpoint`` (a checkpoint or its export folder) without ``--max_length``: lines are
-    cut at the checkpoint's own ``data.max_length`` (not a default of the command's); without a
+    cut at the checkpoint's own ``model.max_length`` (not a default of the command's); without a
     checkpoint, at the length the pretrained directory declares (all-MiniLM-L6-v2's 256, where
     sentence-transformers cuts it)."""
     stored = torch.load(sample_run / "runs/ner/checkpoints/last.ckpt", map_location="cpu", weights_only=False)
-    stored["datamodule_hyper_parameters"]["max_length"] = 24
+    stored["hyper_parameters"]["max_length"] = 24
     torch.save(stored, tmp_path / "short.ckpt")
     (tmp_path / "in.txt").write_text("word " * 300 + "\nshort\n")
     args = ["embed", str(tmp_path / "in.txt"), str(tmp_path / "o.safetensors")]

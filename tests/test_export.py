@@ -9,6 +9,7 @@ import re
 import shutil
 import warnings
 from collections import Counter
+from typing import Any
 
 import pytest
 import torch
@@ -24,9 +25,9 @@ from tests.conftest import ROOT
 TEXTS = ["Peter Blackburn flew to Oslo.", "EU rejects German call to boycott British lamb .", "Fine."]
 
 
-def tiny(head) -> BertModule:
+def tiny(head, **settings: Any) -> BertModule:
     torch.manual_seed(0)
-    model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2").eval()
+    model = BertModule(head, pretrained=None, preset="tiny", vocab_file="all-MiniLM-L6-v2", **settings).eval()
     with torch.no_grad():  # fresh heads start at zero bias: make every tensor count
         for p in model.head.parameters():
             p.normal_(0, 0.5)

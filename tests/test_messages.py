@@ -96,11 +96,20 @@ def test_an_optional_import_names_the_module_that_really_failed(tmp_path_factory
         assert "pip uninstall -y torchvision" in said
 
 
-@settings(max_examples=10, deadline=None)
-@given(data=st.sampled_from([{}, {"datamodule_hyper_parameters": None}, {"datamodule_hyper_parameters": {}}]))
-def test_a_checkpoint_that_records_no_max_length_is_refused_not_read_as_128(data):
+@settings(max_examples=20, deadline=None)
+@given(
+    model=st.sampled_from([None, {}, {"max_length": None}, {"max_length": "64"}]),
+    data=st.sampled_from([None, {}, {"max_length": None}, {"max_length": 64.0}]),
+)
+def test_a_checkpoint_that_records_no_max_length_is_refused_not_read_as_128(model, data):
     from bertkit.training.trained import stored_max_length
 
-    with pytest.raises(ValueError, match=r"run.ckpt: records no data.max_length"):
-        stored_max_length(data, "run.ckpt")
-    assert stored_max_length({"datamodule_hyper_parameters": {"max_length": 64}}, "run.ckpt") == 64
+    stored = {
+        key: value for key, value in (("hyper_parameters", model), ("datamodule_hyper_parameters", data)) if value
+    }
+    with pytest.raises(ValueError, match=r"run.ckpt: records no max_length"):
+        stored_max_length(stored, "run.ckpt")
+    assert stored_max_length({**stored, "datamodule_hyper_parameters": {"max_length": 64}}, "run.ckpt") == 64
+    assert stored_max_length({**stored, "hyper_parameters": {"max_length": 40}}, "run.ckpt") == 40  # the model's
+    both = {"hyper_parameters": {"max_length": 40}, "datamodule_hyper_parameters": {"max_length": 64}}
+    assert stored_max_length(both, "run.ckpt") == 40

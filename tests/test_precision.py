@@ -56,7 +56,7 @@ def _recipe_overrides(recipe: str, directory: Path) -> dict:
         rng = random.Random(0)
         for name in ("train-v1.1.json", "dev-v1.1.json"):
             (directory / name).write_text(json.dumps(toy_squad(8, rng)))
-        return {"data.data_dir": str(directory), "data.batch_size": 4, "data.max_length": 64}
+        return {"data.data_dir": str(directory), "data.batch_size": 4, "model.max_length": 64}
     if recipe == "pretrain_bert":
         return {"model.preset": "tiny", "trainer.val_check_interval": 2}
     return {"data.batch_size": 8}  # ner: the bundled sample

@@ -36,10 +36,10 @@ def test_mlm_loss_falls_on_a_tiny_corpus(tmp_path: Path, minilm_dir: Path) -> No
     corpus_file(tmp_path / "valid.txt", random.Random(1), documents=12)
     pl.seed_everything(0)
     head = PreTraining(masking=WholeWordMasking(), dynamic_masking=True, preparation=CorpusPreparation(workers=1))
-    model = BertModule(head, pretrained=None, preset="tiny", vocab_file=str(minilm_dir), learning_rate=1e-3)
-    data = BertDataModule(
-        data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", max_length=64, batch_size=16
+    model = BertModule(
+        head, pretrained=None, preset="tiny", vocab_file=str(minilm_dir), learning_rate=1e-3, max_length=64
     )
+    data = BertDataModule(data_dir=str(tmp_path), train_file="train.txt", validation_file="valid.txt", batch_size=16)
     before, after = fit_between_validations(model, data, max_epochs=6)
     assert before["val/mlm_loss"] > 9.0  # about ln(30522) = 10.3 at initialisation
     assert after["val/mlm_loss"] < 5.5  # the corpus has 15 words: ln 15 = 2.7 for a unigram guess

@@ -58,10 +58,10 @@ def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
     (tmp_path / "eval.json").write_text(json.dumps(toy_squad(16, rng)))
     pl.seed_everything(0)
     # MiniLM's first two layers: what is tested is reading answers across windows, which they learn as the six do
-    model = BertModule(QuestionAnswering(doc_stride=24), learning_rate=3e-4, warmup_ratio=0.0, num_layers=2)
-    data = BertDataModule(
-        data_dir=str(tmp_path), train_file="train.json", validation_file="eval.json", max_length=64, batch_size=8
+    model = BertModule(
+        QuestionAnswering(doc_stride=24), learning_rate=3e-4, warmup_ratio=0.0, num_layers=2, max_length=64
     )
+    data = BertDataModule(data_dir=str(tmp_path), train_file="train.json", validation_file="eval.json", batch_size=8)
     before, after = fit_between_validations(model, data, max_epochs=3)
     features = data.features["validation"]
     windows: dict[int, list[dict]] = {}
@@ -91,7 +91,7 @@ def test_squad_v2_recipe_fits_and_predicts_through_the_cli(tmp_path: Path) -> No
     settings = [
         "--config", str(ROOT / "recipes" / "squad_v2.yaml"),
         f"--data.data_dir={tmp_path}", "--data.train_file=train.json", "--data.validation_file=dev.json",
-        "--data.max_length=64", "--data.batch_size=8", "--model.task.init_args.doc_stride=24",
+        "--model.max_length=64", "--data.batch_size=8", "--model.task.init_args.doc_stride=24",
         "--trainer.enable_progress_bar=false",
     ]  # fmt: skip
     run_bertkit("fit", *settings, "--trainer.max_epochs=1", cwd=tmp_path)

@@ -34,7 +34,7 @@ TWO = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=c
 
 
 PRETRAIN = [
-    "--config", str(ROOT / "recipes/pretrain_bert.yaml"), "--model.preset=tiny", "--data.max_length=32",
+    "--config", str(ROOT / "recipes/pretrain_bert.yaml"), "--model.preset=tiny", "--model.max_length=32",
     "--model.task.init_args.dynamic_masking=true", "--trainer.max_steps=12", "--trainer.val_check_interval=3",
     "--trainer.limit_val_batches=2", "--trainer.enable_progress_bar=false", "--data.batch_size=8",
 ]  # fmt: skip

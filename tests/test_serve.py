@@ -41,9 +41,9 @@ TEXTS = ["EU rejects German call to boycott British lamb .", LONG, "Fine ."]
 
 
 def test_predictor_gives_the_records_bertkit_predict_writes(tmp_path: Path) -> None:
-    model = tiny(TokenClassification(entity_types=["PER", "LOC", "ORG"], stride=8))
+    model = tiny(TokenClassification(entity_types=["PER", "LOC", "ORG"], stride=8), max_length=32)
     (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
-    data = BertDataModule(data_dir=str(tmp_path), predict_file="texts.txt", max_length=32, eval_batch_size=2)
+    data = BertDataModule(data_dir=str(tmp_path), predict_file="texts.txt", eval_batch_size=2)
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
     data.attach(model)
     expected = prediction_records(model, data, trainer.predict(model, datamodule=data))

@@ -227,9 +227,9 @@ def test_a_split_written_by_bertkit_stream_trains_in_place_of_its_file(tmp_path)
     mixed = compose(RECIPE, overrides={**overrides, "data.train_file": ["eng.train", str(out)]}).datamodule
     with pytest.raises(ValueError, match="data.train_file: a streamed folder is read alone, not with other files"):
         mixed.setup("fit")
-    bigger = compose(RECIPE, overrides={**overrides, "data.train_file": str(out), "data.max_length": 64}).datamodule
+    bigger = compose(RECIPE, overrides={**overrides, "data.train_file": str(out), "model.max_length": 64}).datamodule
     bigger.setup("fit")
-    with pytest.raises(ValueError, match="max_length 128 > data.max_length 64"):
+    with pytest.raises(ValueError, match="max_length 128 > model.max_length 64"):
         bigger._features("train")
 
 

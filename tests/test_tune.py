@@ -102,7 +102,7 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
     mlflow = pytest.importorskip("mlflow")
     tiny_recipe(tmp_path)
     (tmp_path / "space.yaml").write_text(
-        "model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\ndata.max_length: [32, 0]\n"
+        "model.learning_rate: {low: 1.0e-4, high: 1.0e-2, log: true}\nmodel.max_length: [32, 0]\n"
         "trainer.limit_train_batches: 2\n"
     )  # max_length 0 fails: a failed trial must not stop the study; a plain value is fixed
     tune = ["tune", "--config", "tiny.yaml", "--space", "space.yaml", "--pruner", "none", "--seed", "3"]
@@ -119,10 +119,10 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
     tracked = {r.data.params["tune_run"]: r for r in runs}
     assert {r.data.params["tune_study"] for r in runs} == {"tiny"}
     for row in rows:
-        if row["data.max_length"] == "0":
-            assert (
-                row["state"] == "FAIL" and "data.max_length=0: expected an integer in [8, 1048576]" in row["failed"]
-            ), row
+        if row["model.max_length"] == "0":
+            assert row["state"] == "FAIL" and "model.max_length=0: expected an integer in [8, 512]" in row["failed"], (
+                row
+            )
         else:
             assert row["state"] == "COMPLETE" and 0.0 <= float(row["value"]) <= 1.0
             assert f"trial {row['number'].zfill(3)} complete: val/f1 {float(row['value']):.4f}" in said
@@ -138,14 +138,16 @@ def test_a_study_runs_resumes_records_failures_and_writes_a_best_recipe(tmp_path
     assert summary["best_value"] == pytest.approx(float(best["value"]))
     assert yaml.safe_load((out / "best.yaml").read_text()) == {
         "trainer": {"limit_train_batches": 2},
-        "model": {"learning_rate": pytest.approx(float(best["model.learning_rate"]))},
-        "data": {"max_length": 32},
+        "model": {"learning_rate": pytest.approx(float(best["model.learning_rate"])), "max_length": 32},
     }
     assert "trainer.limit_train_batches" not in rows[0]  # fixed, not searched
     assert (out / "history.png").stat().st_size > 1000 and (out / "slice.png").is_file()
     again = compose(tmp_path / "tiny.yaml", out / "best.yaml")  # what fit reads from both files
     assert again.model.hparams["learning_rate"] == pytest.approx(float(best["model.learning_rate"]))
-    assert again.datamodule.hparams["max_length"] == 32 and again.trainer.limit_train_batches == 2
+    assert (
+        again.model.hparams["max_length"] == again.datamodule.max_length == 32
+        and again.trainer.limit_train_batches == 2
+    )
 
 
 def test_a_stale_trial_is_waited_for_failed_and_run_again_with_its_parameters(
@@ -199,7 +201,7 @@ def test_tune_refuses_what_it_cannot_use(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_study_whose_every_trial_failed_exits_1(tmp_path: Path) -> None:
     tiny_recipe(tmp_path)
-    (tmp_path / "space.yaml").write_text("data.max_length: [0, 1]\n")  # every trial fails at once
+    (tmp_path / "space.yaml").write_text("model.max_length: [0, 1]\n")  # every trial fails at once
     out = run_bertkit(
         "tune", "--config", "tiny.yaml", "--space", "space.yaml", "--trials", "1", cwd=tmp_path, check=False
     )

@@ -49,7 +49,7 @@ HOME = {
         ["ACTIVATIONS", "BertModel", "BertPooler", "EncoderOutput", "check_length", "first_tokens", "token_features"],
         "model.bert",
     ),
-    **dict.fromkeys(["BertConfig", "PRESETS", "Preset", "typed_fields"], "model.config"),
+    **dict.fromkeys(["BertConfig", "MAX_LENGTH", "PRESETS", "Preset", "typed_fields"], "model.config"),
     **dict.fromkeys(["Dropout", "dropout"], "model.dropout"),
     **dict.fromkeys(["Encoder"], "model.encoder"),
     **dict.fromkeys(["EncoderFamily", "family_of", "registered_family"], "model.families"),
@@ -117,7 +117,7 @@ APP = (
     "save_peft_adapter", "Predictor", "MAX_TOKENS", "Featurized", "check_texts", "export_onnx", "quantize_onnx", "embed_texts",
     "read_parts", "PART_LINES", "load_adapters", "DEFAULT_ADAPTER", "resolve_pretrained", "declared_max_length", "base_model",
     "family_of", "exported", "calibrates", "run_validation_data", "validation_outputs", "quantize_linears",
-    "prepack_linears", "LORA_INSTALL", "require_litdata",
+    "prepack_linears", "LORA_INSTALL", "require_litdata", "MAX_LENGTH",
 )  # fmt: skip
 """``bertkit.api.app``: a command (``bertkit serve``, ``export``, ``embed``, ``tune`` …) over
 trained models, checkpoints and recipes."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from bertkit.inference.onnx import export_onnx, quantize_onnx
     from bertkit.inference.predictor import MAX_TOKENS, Featurized, Predictor, check_texts
     from bertkit.model.adapters import LORA_INSTALL
+    from bertkit.model.config import MAX_LENGTH
     from bertkit.model.families import family_of
     from bertkit.model.prepacked import prepack_linears
     from bertkit.model.pretrained import base_model, declared_max_length, resolve_pretrained

@@ -33,6 +33,7 @@ from bertkit.training.progress import console_callbacks
 from bertkit.training.run_folder import NothingDone, claim, place_outputs, release_all, write_scores
 from bertkit.training.summary import fit_summary, options
 from bertkit.training.trackers import flat_settings, log_settings
+from bertkit.utils.deprecation import warn_deprecated
 
 
 class BertkitCLI(LightningCLI):
@@ -68,6 +69,7 @@ class BertkitCLI(LightningCLI):
 
     @override
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        self.datamodule.attach(self.model)  # the model's input settings: max_length
         trainer = super().instantiate_trainer(**kwargs)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
@@ -94,12 +96,18 @@ class BertkitCLI(LightningCLI):
         if model.get("task") is not None and model.get("head") is not None:  # an overlay of the other release
             model["task"], model["head"] = model[last_task_key(self.recipe_args)], None
         place_outputs(self._get(self.config, "trainer"), self.subcommand)
+        data = self._get(self.config, "data")
+        if data.get("max_length") is not None:  # release 0.1's place of the model's input length
+            warn_deprecated(
+                f"data.max_length is release 0.1's place of model.max_length (the model owns its input length): "
+                f"give model.max_length {data['max_length']} instead"
+            )
+            model["max_length"] = data["max_length"]
         if self.subcommand == "fit" and self._get(self.config, "int8"):
             raise ValueError(
                 "--int8 true is for validate, test and predict (int8 layers have no gradient): leave it out to fit"
             )
         if self.subcommand is not None:  # missing data files are named before the model is built
-            data = self._get(self.config, "data")
             BertDataModule(**{k: v for k, v in data.items() if k != "__path__"}).check_files(self.subcommand)
 
     def add_arguments_to_parser(self, parser: Any) -> None:

@@ -12,9 +12,6 @@ from bertkit.api.app import Features, Pooling, atomic_path, replace_output
 
 log = logging.getLogger(__name__)
 
-BERT_PRETRAINING_LENGTH = 128
-"""Tokens per sequence for 90 % of BERT's pre-training steps (Devlin et al. 2019, §A.2)."""
-
 
 def embed(
     input: str,
@@ -46,11 +43,10 @@ def embed(
         features: last, second_to_last, sum_last_four or concat_last_four (Table 7).
         pooling: mean, cls or tokens.
         max_length: tokens per line, specials included; longer lines are truncated (with a warning).
-            Unset: with ``checkpoint``, the ``data.max_length`` its run read input with; else the
-            length the pretrained directory declares (sentence-transformers'
-            ``sentence_bert_config.json``: 256 for all-MiniLM-L6-v2, as sentence-transformers
-            reads it), or 128 where it declares none (BERT's pre-training length for 90 % of its
-            steps, Devlin et al. 2019, §A.2).
+            Unset: with ``checkpoint``, its ``model.max_length``; else the length the pretrained
+            directory declares (sentence-transformers' ``sentence_bert_config.json``: 256 for
+            all-MiniLM-L6-v2, as sentence-transformers reads it), or ``MAX_LENGTH`` (128) where it
+            declares none (BERT's pre-training length for 90 % of its steps, Devlin et al. 2019, §A.2).
         batch_size: lines per forward pass.
         int8: run the encoder's linear layers in int8 (``bertkit.model.quantize``; CPU): faster, and
             the features move: compare them with float32's on your own texts before relying
@@ -60,6 +56,7 @@ def embed(
     from safetensors.torch import save_file
 
     from bertkit.api.app import (
+        MAX_LENGTH,
         PART_LINES,
         BertModule,
         declared_max_length,
@@ -83,7 +80,7 @@ def embed(
         directory = resolve_pretrained(pretrained)
         encoder, tokenizer = family_of(directory).from_pretrained(directory)
         if max_length is None:
-            max_length = declared_max_length(directory) or BERT_PRETRAINING_LENGTH
+            max_length = declared_max_length(directory) or MAX_LENGTH
     if int8:
         from bertkit.api.app import quantize_linears
 

@@ -41,9 +41,11 @@ from bertkit.data.streaming import (
     read_stream_manifest,
     write_split,
 )
+from bertkit.model.config import MAX_LENGTH, MIN_LENGTH
 from bertkit.model.tokenizer import BertTokenizer
 from bertkit.tasks.task import BatchOrder, BatchSettings, Feature, LazyFeatures, Task, TaskExample, renamed_source
 from bertkit.utils.choices import check_choice, check_int
+from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.io import file_names, text_lines
 from bertkit.utils.precision import check_float32
 
@@ -108,7 +110,11 @@ class BertDataModule(pl.LightningDataModule):
         validation_split: without a ``validation_file``, hold out this fraction of the training
             examples as the validation split: a random subset drawn with ``seed``, so the same
             seed gives the same split (for data sets without a dev file, such as MRPC).
-        max_length: tokens per feature, specials included (≤ max_position_embeddings).
+        max_length: tokens per feature, specials included (≤ max_position_embeddings). None: the
+            model's (``model.max_length``, which ``bertkit fit`` and ``attach`` give it, or that
+            of the ``BertModule`` a trainer runs with it), or ``MAX_LENGTH`` without a model. A
+            length given here that differs from the model's is release 0.1's way (the data module
+            owned it): the model then records this one, with a deprecation warning.
         pad_to_multiple_of: pad every batch to its longest feature rounded up to a multiple of
             this (at most ``max_length``; ``bertkit.data.collate.padded_length``), so that the
             batches take a few lengths only (``m, 2m, …, max_length``): what lets a compiled
@@ -168,7 +174,7 @@ class BertDataModule(pl.LightningDataModule):
         predict_file: str | None = None,
         predict_format: PredictFormat = "auto",
         validation_split: float = 0.0,
-        max_length: int = 128,
+        max_length: int | None = None,
         pad_to_multiple_of: int | None = None,
         batch_size: int = 32,
         max_tokens: int | None = None,
@@ -183,7 +189,8 @@ class BertDataModule(pl.LightningDataModule):
         super().__init__()
         check_choice("data.predict_format", predict_format, PredictFormat)
         check_float32(validation_split, "data.validation_split", low=0.0, high=1.0, high_open=True)
-        check_int(max_length, "data.max_length", 8, MAX_TOKENS)
+        if max_length is not None:
+            check_int(max_length, "data.max_length", MIN_LENGTH, MAX_TOKENS)
         check_int(batch_size, "data.batch_size", 1)
         if eval_batch_size is not None:
             check_int(eval_batch_size, "data.eval_batch_size", 1)
@@ -209,8 +216,12 @@ class BertDataModule(pl.LightningDataModule):
                 raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
             if task_temperature != math.inf:  # .inf: uniform mixing
                 check_float32(task_temperature, "data.task_temperature", low=1.0)  # 1 = proportional
-        self.save_hyperparameters(ignore=["task", "tokenizer", "unpadded"])
+        self.save_hyperparameters(ignore=["task", "tokenizer", "unpadded", "max_length"])
+        # saved, not logged: the logged settings are the model's and the data module's together,
+        # and Lightning refuses a name in both with two values (None here: the model's)
+        self.hparams["max_length"] = max_length
         self.task, self.tokenizer, self.unpadded = task, tokenizer, unpadded
+        self._model: Any = None  # the attached model (``attach``), else the trainer's
         # Plain values only in hyper-parameters (checkpoints load with weights_only=True).
         self.hparams["tasks"] = {n: asdict(t) if isinstance(t, TaskData) else dict(t) for n, t in (tasks or {}).items()}
         self._sources: dict[str | None, Path | dict[str, Path] | HFSplits] = {}
@@ -222,10 +233,48 @@ class BertDataModule(pl.LightningDataModule):
         self._train_place: dict[str, Any] | None = None
 
     def attach(self, model: Any) -> None:
-        """Read and featurize with ``model``'s task and tokenizer (and its ``unpad`` setting), as
-        ``bertkit fit`` links them: ``datamodule.attach(model)`` before ``datamodule.setup`` in a
-        notebook."""
+        """Read and featurize with ``model``'s task and tokenizer, at its ``max_length``, budgeting
+        tokens as its encoder runs (``unpad``), as ``bertkit fit`` does: ``datamodule.attach(model)``
+        before ``datamodule.setup`` in a notebook.
+
+        Raises:
+            ValueError: a ``data.max_length`` given here is longer than the model's encoder reads.
+        """
         self.task, self.tokenizer, self.unpadded = model.task, model.tokenizer, bool(model.hparams.unpad)
+        self._model = model
+        self._agree_on_length()
+
+    @property
+    def max_length(self) -> int:
+        """Tokens per feature, specials included: ``data.max_length`` where given, else the
+        model's (``model.max_length``), else ``MAX_LENGTH``."""
+        own = self.hparams.max_length
+        if own is not None:
+            return own
+        model = self._running_model()
+        return model.hparams.max_length if model is not None else MAX_LENGTH
+
+    def _running_model(self) -> Any:
+        """The attached model, else the trainer's, where it records its input length (a
+        ``BertModule``); None without one."""
+        model = self._model
+        if model is None and self.trainer is not None:
+            model = self.trainer.lightning_module
+        hparams = getattr(model, "hparams", {})
+        return model if isinstance(hparams.get("max_length"), int) else None
+
+    def _agree_on_length(self) -> None:
+        """A ``data.max_length`` given beside a model of another ``model.max_length`` (release
+        0.1's place of the setting): the model records the data's, with a deprecation warning, so
+        that what it saves is the length its input was read with."""
+        own, model = self.hparams.max_length, self._running_model()
+        if own is not None and model is not None and model.hparams.max_length != own:
+            check_int(own, "data.max_length", MIN_LENGTH, model.encoder.config.max_length)
+            warn_deprecated(
+                f"data.max_length={own} beside model.max_length={model.hparams.max_length}: the model owns its "
+                f"input length; give model.max_length {own} (BertModule(max_length={own})) and leave data.max_length out"
+            )
+            model.hparams.max_length = own
 
     def _model_part(self, name: str) -> Any:
         """``self.task`` or ``self.tokenizer``, else that of the ``BertModule`` the trainer runs.
@@ -441,9 +490,7 @@ class BertDataModule(pl.LightningDataModule):
             )
         self._load(split)
         tokenizer, examples = self._model_part("tokenizer"), self.examples[split]
-        return write_split(
-            self._task(), tokenizer, examples, output, self.hparams.max_length, part_size, chunk_bytes, workers
-        )
+        return write_split(self._task(), tokenizer, examples, output, self.max_length, part_size, chunk_bytes, workers)
 
     def _as_text(self, path: Path) -> bool:
         """Whether a predict file is read as plain text (``predict_format``)."""
@@ -490,6 +537,7 @@ class BertDataModule(pl.LightningDataModule):
         return self._held_out() or any(files)
 
     def setup(self, stage: str) -> None:
+        self._agree_on_length()
         if stage == "fit":
             self._load("train")
             if self._has_validation():
@@ -549,7 +597,7 @@ class BertDataModule(pl.LightningDataModule):
             examples, tokenizer, max_length = (
                 self.examples[split],
                 self._model_part("tokenizer"),
-                self.hparams.max_length,
+                self.max_length,
             )
             if examples and isinstance(examples[0], StreamedSplit):
                 self.features[split] = examples[0].features(tokenizer, max_length)
@@ -606,7 +654,7 @@ class BertDataModule(pl.LightningDataModule):
                 layout=bool(self.unpadded),
                 pad_to_multiple_of=hp.pad_to_multiple_of,
                 token_keys=self._task().batch_token_keys,
-                max_length=hp.max_length,
+                max_length=self.max_length,
             ),
             num_workers=hp.num_workers,
             pin_memory=self.trainer is not None and self.trainer.strategy.root_device.type == "cuda",  # non-blocking
@@ -626,7 +674,7 @@ class BertDataModule(pl.LightningDataModule):
         else:
             lengths = [len(f["input_ids"]) for f in features]
         if train and hp.max_tokens and not self.unpadded and hp.pad_to_multiple_of:  # the budget counts padding
-            lengths = [padded_length(int(n), hp.pad_to_multiple_of, hp.max_length) for n in lengths]
+            lengths = [padded_length(int(n), hp.pad_to_multiple_of, self.max_length) for n in lengths]
         return lengths
 
     @staticmethod

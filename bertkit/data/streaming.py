@@ -317,7 +317,7 @@ class StreamedSplit:
                 f"{where}: features made with another vocabulary than the model's tokenizer (vocab_sha256)"
             )
         if self.manifest["max_length"] > max_length:
-            raise ValueError(f"{where}: max_length {self.manifest['max_length']} > data.max_length {max_length}")
+            raise ValueError(f"{where}: max_length {self.manifest['max_length']} > model.max_length {max_length}")
         return StreamedFeatures(self.location)
 
 

@@ -71,7 +71,7 @@ def load_adapters(
 ) -> dict[str, Predictor]:
     """A predictor per adapter checkpoint (``bertkit fit`` with ``model.adapter``), all over one
     encoder: ``paths`` maps each name to its checkpoint; the first one's base model is loaded,
-    and each checkpoint keeps its own task, head and ``data.max_length``. The predictors run in
+    and each checkpoint keeps its own task, head and ``model.max_length``. The predictors run in
     float32 (their linear layers pre-packed on the CPU; ``prepack=False``: predictors that pickle,
     to hand to another process, where ``Predictor.prepack`` of any one of them packs the shared
     encoder): bf16, int8 and compile would convert the encoder every adapter shares, and are not
@@ -121,7 +121,7 @@ def load_adapters(
 
 
 def _adapter_model(path: str | Path, device: str) -> tuple[BertModule, int]:
-    """A checkpoint's model (``load_trained``) and ``data.max_length``.
+    """A checkpoint's model (``load_trained``) and ``model.max_length``.
 
     Raises:
         ValueError: the checkpoint holds a whole model (trained without ``model.adapter``), or

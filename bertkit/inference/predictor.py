@@ -59,7 +59,7 @@ class Predictor:
         tokenizer: the model's tokenizer.
         forward: a padded batch -> the head's outputs (``logits`` …).
         description: what ``info`` answers (family, head, hidden size, backend).
-        max_length: tokens per window, specials included (the checkpoint's ``data.max_length``);
+        max_length: tokens per window, specials included (the checkpoint's ``model.max_length``);
             longer inputs are windowed as ``bertkit predict`` windows them (NER, QA) or
             truncated where the head reads one window.
         max_tokens: tokens per forward pass, padding included (rows x longest row): windows are
@@ -120,7 +120,7 @@ class Predictor:
         cls, path: str | Path, max_tokens: int = MAX_TOKENS, device: str = "cpu", prepack: bool = True
     ) -> Predictor:
         """Load a ``bertkit fit`` checkpoint (read as ``BertModule.load_from_checkpoint`` reads it:
-        nothing it names is imported) onto ``device`` with its ``data.max_length``; on the CPU the
+        nothing it names is imported) onto ``device`` with its ``model.max_length``; on the CPU the
         encoder's linear layers are pre-packed for oneDNN (``prepack``; ``prepack=False``: a predictor
         that pickles, to hand to another process, which packs it there).
 

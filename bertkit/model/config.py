@@ -18,6 +18,12 @@ from bertkit.utils.io import read_json
 from bertkit.utils.precision import check_float32
 from bertkit.utils.schema import parse
 
+MAX_LENGTH = 128
+"""Tokens per sequence, specials included, that a model reads unless its recipe says otherwise
+(``model.max_length``): BERT's length for 90 % of its pre-training steps (Devlin et al. 2019, §A.2)."""
+MIN_LENGTH = 8
+"""The fewest tokens per sequence a setting may ask for (room for the specials and some text)."""
+
 # name -> (num_hidden_layers, hidden_size); heads = hidden/64, intermediate = 4 * hidden.
 Preset = Literal["tiny", "mini", "small", "medium", "base", "large"]
 PRESETS: dict[Preset, tuple[int, int]] = {

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 Feature = dict[str, Any]
 """One model input, as ``Task.featurize`` returns it: ``input_ids`` (list of int, ``[CLS]`` …
-``[SEP]``, at most ``data.max_length``) and ``example_index`` (int, the example it came from) are
+``[SEP]``, at most ``model.max_length``) and ``example_index`` (int, the example it came from) are
 required; the core also knows ``token_type_ids`` (list of int), ``labels`` (an int, a list of
 floats, or a list of int per token with -100 = not scored), ``word_index`` (list of int, -1 =
 no word) and ``word_positions`` (list of int: the token positions where ``word_index`` marks a

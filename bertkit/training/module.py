@@ -29,7 +29,7 @@ from bertkit.model.adapters import (
     without_adapters,
 )
 from bertkit.model.bert import EncoderOutput
-from bertkit.model.config import Preset
+from bertkit.model.config import MAX_LENGTH, MIN_LENGTH, Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
 from bertkit.model.hub import pinned
 from bertkit.model.pretrained import load_tokenizer, resolve_pretrained
@@ -43,6 +43,7 @@ from bertkit.training.distillation import Distillation, Teacher
 from bertkit.training.nonfinite import NonFiniteLoss
 from bertkit.training.objective import TrainingObjective
 from bertkit.training.rng import rng_states, set_rng_states
+from bertkit.utils.choices import check_int
 from bertkit.utils.deprecation import warn_deprecated
 from bertkit.utils.io import atomic_path
 from bertkit.utils.precision import check_float32, native_bf16
@@ -89,6 +90,12 @@ class BertModule(pl.LightningModule):
         vocab_file: the tokenizer of a fresh encoder: ``vocab.txt``, a directory with a
             tokenizer, or a registered model name (its tokenizer only, not its weights).
         lowercase: lower-case input of a fresh encoder's tokenizer.
+        max_length: tokens per feature the model reads, specials included (at most the encoder's
+            positions, ``max_position_embeddings``): the model's input setting, saved with it, so
+            that ``test``, ``predict``, ``serve`` and an export read input as training did
+            (``bertkit fit`` gives it to the data module; a recipe's ``data.max_length`` is
+            release 0.1's place). Default ``MAX_LENGTH`` (128, BERT's length for 90 % of its
+            pre-training steps, Devlin et al. 2019, §A.2).
         learning_rate: peak learning rate (after warm-up).
         weight_decay: AdamW decoupled weight decay (on matrices; not on biases or norms).
         warmup_ratio: fraction of all optimizer steps spent warming up linearly from 0.
@@ -143,6 +150,7 @@ class BertModule(pl.LightningModule):
         preset: Preset | None = None,
         vocab_file: str | None = None,
         lowercase: bool = True,
+        max_length: int = MAX_LENGTH,
         learning_rate: float = 5e-5,
         weight_decay: float = 0.01,
         warmup_ratio: float = 0.1,
@@ -187,6 +195,7 @@ class BertModule(pl.LightningModule):
         self.family, self.encoder, self.tokenizer = self._build_encoder(
             pretrained, encoder, preset, vocab_file, lowercase
         )
+        check_int(max_length, "model.max_length", MIN_LENGTH, self.encoder.config.max_length)
         if num_layers is not None:
             self._keep_layers(num_layers)
         self._adapter, self._base_weights = adapter, None  # the adapters go on in configure_model
@@ -256,7 +265,9 @@ class BertModule(pl.LightningModule):
     ) -> BertModule:
         """Lightning's ``load_from_checkpoint``, after ``bertkit.training.checkpoints.check_checkpoint``: the
         task the file names must be registered or already imported (nothing a checkpoint names is
-        imported), and it is read with ``weights_only=True`` whatever torch's default.
+        imported), and it is read with ``weights_only=True`` whatever torch's default. A checkpoint
+        of an earlier release, which saved its input length with the data module's settings,
+        gives the model that ``max_length``.
 
         Raises:
             FileNotFoundError, ValueError: see ``check_checkpoint``.
@@ -264,7 +275,10 @@ class BertModule(pl.LightningModule):
         from bertkit.training.checkpoints import check_checkpoint
 
         if "://" not in str(checkpoint_path):
-            check_checkpoint(checkpoint_path, None)
+            stored = check_checkpoint(checkpoint_path, None)
+            length = (stored.get("datamodule_hyper_parameters") or {}).get("max_length")
+            if "max_length" not in (stored.get("hyper_parameters") or {}) and isinstance(length, int):
+                kwargs.setdefault("max_length", length)
         kwargs["weights_only"] = True
         return super().load_from_checkpoint(checkpoint_path, map_location=map_location, strict=strict, **kwargs)
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from bertkit.training.module import BertModule
 
 SERVING_FILE = "bertkit.json"
-"""The export folder's record of its task and ``data.max_length`` (``save_serving_config``)."""
+"""The export folder's record of its task and ``model.max_length`` (``save_serving_config``)."""
 
 
 def save_serving_config(model: BertModule, directory: str | Path, max_length: int) -> None:
@@ -67,20 +67,22 @@ def read_head_weights(head: Head, folder: Path, family: type[EncoderFamily]) -> 
 
 
 def stored_max_length(stored: dict[str, Any], path: str | Path) -> int:
-    """The ``data.max_length`` a checkpoint's run read its input with: what its model reads at
-    most per window in ``predict``, ``serve`` and an export's ``bertkit.json``. Never a default:
-    a window of another length than training's changes the predictions.
+    """The input length a checkpoint's model reads, specials included: its ``model.max_length``
+    (or, where an earlier release saved it, its run's ``data.max_length``); what ``test``,
+    ``predict``, ``serve`` and an export's ``bertkit.json`` read input with. Never a default: a
+    window of another length than training's changes the predictions.
 
     Raises:
-        ValueError: the checkpoint records none (its run had no ``BertDataModule``); names the file.
+        ValueError: the checkpoint records none (an earlier release's run without a
+            ``BertDataModule``); names the file.
     """
-    data = stored.get("datamodule_hyper_parameters") or {}
-    if not isinstance(data.get("max_length"), int):
-        raise ValueError(
-            f"{path}: records no data.max_length (the run that saved it had no BertDataModule), so the length its "
-            "model reads input in is unknown; save it from a run with one (trainer.fit(model, datamodule))"
-        )
-    return data["max_length"]
+    for settings in (stored.get("hyper_parameters"), stored.get("datamodule_hyper_parameters")):
+        if isinstance((settings or {}).get("max_length"), int):
+            return settings["max_length"]
+    raise ValueError(
+        f"{path}: records no max_length (an earlier release's run without a BertDataModule), so the length its "
+        "model reads input in is unknown; save it again from a run of this release"
+    )
 
 
 def run_validation_data(model: BertModule, stored: dict[str, Any], path: str | Path) -> BertDataModule:
@@ -95,7 +97,8 @@ def run_validation_data(model: BertModule, stored: dict[str, Any], path: str | P
     settings = {k: v for k, v in (stored.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
     if not settings:
         raise ValueError(f"{path}: records no data module settings (the run that saved it had no BertDataModule)")
-    data = BertDataModule(task=model.task, tokenizer=model.tokenizer, unpadded=bool(model.hparams.unpad), **settings)
+    data = BertDataModule(**{**settings, "max_length": None}, task=model.task, tokenizer=model.tokenizer)
+    data.attach(model)
     data.check_files("validate")
     data.setup("validate")
     return data
@@ -112,8 +115,8 @@ def validation_outputs(model: BertModule, data: BertDataModule) -> Iterator[tupl
 
 
 def load_trained(path: str | Path, device: str, model_class: type[BertModule]) -> tuple[BertModule, int]:
-    """A trained model of ``model_class`` (``BertModule``, or a subclass) and its
-    ``data.max_length``, from a checkpoint or an export folder (its task from ``bertkit.json``:
+    """A trained model of ``model_class`` (``BertModule``, or a subclass) and the input length it
+    reads (``stored_max_length``), from a checkpoint or an export folder (its task from ``bertkit.json``:
     registered or already-imported tasks only, nothing it names is imported), on ``device``.
 
     Raises:
@@ -124,10 +127,10 @@ def load_trained(path: str | Path, device: str, model_class: type[BertModule]) -
     if not path.is_dir():
         model = model_class.load_from_checkpoint(path, map_location=device)
         stored = load_checkpoint(path, mmap=True)
-        return model, stored_max_length(stored, path)
+        return model, stored_max_length(stored, path)  # the model's, or an earlier release's data.max_length
     config, key = serving_config(path)
     task = task_from_spec(config[key], f"{path / SERVING_FILE}: {key}")
-    model = model_class(task, pretrained=str(path)).to(device)
+    model = model_class(task, pretrained=str(path), max_length=int(config["max_length"])).to(device)
     if model.head is None:  # its learned settings are in the export's weights
         model.build_head()
     read_head_weights(model.head, path, family_of(path))

@@ -258,7 +258,7 @@ class CorpusTask(Task):
                     "(prepare the corpus with the model's tokenizer and sentence task)"
                 )
         if manifest["max_seq_length"] > max_length:
-            raise ValueError(f"{where}: max_seq_length {manifest['max_seq_length']} > data.max_length {max_length}")
+            raise ValueError(f"{where}: max_seq_length {manifest['max_seq_length']} > model.max_length {max_length}")
         if not self.hparams.dynamic_masking and not manifest["static_masking"]:
             raise ValueError(f"{where}: no static masks; prepare with static_masking or set dynamic_masking: true")
         return path, manifest

@@ -159,7 +159,7 @@ class QuestionAnswering(Task):
             room = max_length - len(query) - tokenizer.num_special_tokens(pair=True)
             if room < 1:
                 raise ValueError(
-                    f"data.max_length={max_length} leaves no room for the passage beside a question of "
+                    f"model.max_length={max_length} leaves no room for the passage beside a question of "
                     f"{len(query)} tokens (model.task.init_args.max_query_length={hp.max_query_length})"
                 )
             context = contexts[example.context]
