@@ -3,7 +3,7 @@ and SST-2 on one encoder (``recipes/multitask.yaml``) vs ``recipes/ner.yaml`` an
 ``recipes/sst2.yaml`` alone.
 
 Budget: each single-task run trains ``--steps`` optimizer steps; the multi-task run trains
-``2 x --steps`` steps with equal task shares (``data.task_temperature: .inf``), so each task gets
+``2 x --steps`` steps with equal task shares (``model.task.init_args.temperature: .inf``), so each task gets
 about as many batches as alone, and the three runs cost about the same in all. Every run: the
 same checkpoint (the recipes', all-MiniLM-L6-v2), learning rate, warm-up ratio, batch size,
 max length, random batch order and seed; no validation; the last weights are tested (NER on
@@ -65,7 +65,7 @@ def main() -> None:
     runs: dict[str, dict[str, Any]] = {}
     for seed in args.seeds:  # the result file is rewritten after each seed
         single = {task: run(f"{task}.yaml", args.steps, seed, settings, {}) for task in SCORES}
-        multi = run("multitask.yaml", 2 * args.steps, seed, settings, {"data.task_temperature": math.inf})
+        multi = run("multitask.yaml", 2 * args.steps, seed, settings, {"model.task.init_args.temperature": math.inf})
         runs[str(seed)] = {"single": single, "multi": multi}
         result = {
             "benchmark": "multi-task (NER + SST-2, one encoder) vs single-task at the same steps per task",

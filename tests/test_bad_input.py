@@ -109,6 +109,11 @@ CASES = [
         ["fit", "--config", str(R / "multitask.yaml"), "--data.task_temperature=0.5"],
         ["data.task_temperature=0.5: expected a number >= 1"],
     ),
+    Case(
+        "multitask-temperature",
+        ["fit", "--config", str(R / "multitask.yaml"), "--model.task.init_args.temperature=0.5"],
+        ["model.task.temperature=0.5: expected a number >= 1"],
+    ),
     Case("head-not-importable", ["fit", "--config", NER, "--model.task", "nowhere.Head"], ["'nowhere.Head'"]),
     Case("head-not-a-head", ["fit", "--config", NER, "--model.task", "collections.OrderedDict"], ["is not a"]),
     Case("key-typo", ner("--data.batchsize=8"), ["--data.batchsize"]),

@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule, TaskData
-from bertkit.tasks.task import Task
+from bertkit.tasks.task import BatchSettings, Task
+from bertkit.utils.deprecation import BertkitRemovedIn03Warning
 from tests.conftest import FAST, ROOT, TINY, notebook, run_bertkit
 from tests.test_classification_train import toy_rows
 
@@ -31,6 +32,21 @@ RECIPE = ROOT / "recipes" / "multitask.yaml"
 ENTITY_TYPES = ["PER", "LOC", "ORG", "MISC"]
 
 task_lists = st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=60)
+
+
+@settings(max_examples=6, deadline=None)
+@given(own=st.sampled_from([1.0, 3.0, math.inf]), given_=st.sampled_from([None, 2.0, math.inf]))
+def test_the_task_mixes_by_its_own_temperature_and_a_data_modules_warns_and_overrides_it(own, given_):
+    """``MultiTask(temperature=…)`` is the setting; release 0.1's ``data.task_temperature`` still
+    works, with a deprecation warning, and overrides it."""
+    if given_ is not None:
+        with pytest.warns(BertkitRemovedIn03Warning, match=f"model.task.init_args.temperature {given_} instead"):
+            BertDataModule(tasks={"a": TaskData(train_file="a.tsv")}, task_temperature=given_)
+    task = MultiTask({name: SequenceClassification(labels=["x", "y"]) for name in "ab"}, temperature=own)
+    features = [{"task": "a"}] * 9 + [{"task": "b"}]
+    order = task.batch_order(features, BatchSettings(True, [4] * 10, 2, 0, 1, 0, given_))
+    assert order.settings[1] == (own if given_ is None else given_)
+    assert order.sampler.inner.temperature == order.settings[1]
 
 
 @settings(max_examples=50, deadline=None)
@@ -59,7 +75,7 @@ def test_temperature_sets_each_tasks_share_of_batches():
     assert shares[1.0] == pytest.approx(0.1, abs=1e-9)  # exactly proportional
     assert sampler.probabilities() == {"big": 0.5, "small": 0.5}  # T = inf: uniform
     assert shares[1.0] < shares[2.0] < shares[math.inf]
-    with pytest.raises(ValueError, match="task_temperature"):
+    with pytest.raises(ValueError, match="model.task.temperature"):
         TaskMixingBatchSampler(tasks, 4, temperature=0.5)
 
 
@@ -174,14 +190,18 @@ def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tm
     pl.seed_everything(0)
     # Labels given, so that validation can run before fit (the CLI test learns them from the file).
     colours_task = SequenceClassification(labels=["animal", "both", "colour"])
-    task = MultiTask({"ner": TokenClassification(entity_types=ENTITY_TYPES), "colours": colours_task}, {"colours": 0.5})
+    task = MultiTask(
+        {"ner": TokenClassification(entity_types=ENTITY_TYPES), "colours": colours_task},
+        {"colours": 0.5},
+        temperature=math.inf,  # equal shares
+    )
     model = BertModule(task, learning_rate=2e-4, warmup_ratio=0.0)
     colours = str(tmp_path / "train.tsv")
     tasks = {
         "ner": TaskData(train_file="train", validation_file="validation", test_file="test", predict_file="test"),
         "colours": TaskData(train_file=colours, validation_file=colours, test_file=colours, predict_file=colours),
     }
-    data = BertDataModule(tasks=tasks, batch_size=8, task_temperature=math.inf)  # equal shares
+    data = BertDataModule(tasks=tasks, batch_size=8)
     trainer = pl.Trainer(
         max_epochs=2, limit_train_batches=20, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path,
@@ -227,7 +247,7 @@ def test_two_tasks_train_on_other_encoder_families(tmp_path, minilm_dir, family)
         "colours": SequenceClassification(labels=["animal", "both", "colour"]),
     }
     model = BertModule(
-        MultiTask(named), pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir),
+        MultiTask(named, temperature=math.inf), pretrained=None, encoder=family, preset="tiny", vocab_file=str(minilm_dir),
         learning_rate=1e-3, warmup_ratio=0.0,
     )  # fmt: skip
     colours = str(tmp_path / "train.tsv")
@@ -235,7 +255,7 @@ def test_two_tasks_train_on_other_encoder_families(tmp_path, minilm_dir, family)
         "ner": TaskData(train_file="train", validation_file="validation"),
         "colours": TaskData(train_file=colours, validation_file=colours),
     }
-    data = BertDataModule(tasks=tasks, batch_size=8, task_temperature=math.inf)
+    data = BertDataModule(tasks=tasks, batch_size=8)
     trainer = pl.Trainer(
         max_epochs=1, limit_train_batches=30, limit_val_batches=6, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path,

@@ -153,10 +153,9 @@ class BertDataModule(pl.LightningDataModule):
             and written this many examples at a time (a plain text file is also read that many
             lines at a time), so memory does not grow with the file and an interrupted run keeps
             what it wrote (``PredictionWriter``); 0 = the whole file in one pass.
-        task_temperature: how training batches mix the tasks: task t's share is proportional
-            to n_t ** (1 / T), n_t its training features. 1 = proportional (every batch once per
-            epoch), larger favours small tasks, ``.inf`` = uniform (Arivazhagan et al. 2019;
-            T5 §3.5.2): what a multi-task task's ``batch_order`` reads (``BatchSettings``).
+        task_temperature: release 0.1's place of the multi-task task's mixing temperature
+            (deprecated: give the task's own setting, ``model.task.init_args.temperature``);
+            given, it overrides the task's (``BatchSettings.task_temperature``).
     """
 
     def __init__(
@@ -183,7 +182,7 @@ class BertDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         seed: int = 0,
         tasks: dict[str, TaskData] | None = None,
-        task_temperature: float = 1.0,
+        task_temperature: float | None = None,
         predict_chunk_size: int = 4096,
     ) -> None:
         super().__init__()
@@ -214,8 +213,13 @@ class BertDataModule(pl.LightningDataModule):
             given = [f"data.{k}" for k, v in settings.items() if v]
             if given:
                 raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
-            if task_temperature != math.inf:  # .inf: uniform mixing
+            if task_temperature is not None and task_temperature != math.inf:  # .inf: uniform mixing
                 check_float32(task_temperature, "data.task_temperature", low=1.0)  # 1 = proportional
+        if task_temperature is not None:
+            warn_deprecated(
+                f"data.task_temperature is release 0.1's place of the multi-task task's temperature: give "
+                f"model.task.init_args.temperature {task_temperature} instead"
+            )
         self.save_hyperparameters(ignore=["task", "tokenizer", "unpadded", "max_length"])
         # saved, not logged: the logged settings are the model's and the data module's together,
         # and Lightning refuses a name in both with two values (None here: the model's)
@@ -627,9 +631,10 @@ class BertDataModule(pl.LightningDataModule):
         else:
             kwargs = self._evaluation_order(len(features), lengths, size, world, rank)
         if train:
-            # (None, temperature): what the data module's own order hashed before tasks ordered their own
-            # batches, so that a checkpoint written inside an epoch then still resumes exactly
-            shape = own.settings if own is not None else (None, hp.task_temperature)
+            # (None, 1.0): what the data module's own order hashed (no tasks, data.task_temperature's
+            # default) before tasks ordered their own batches, so that a checkpoint written inside an
+            # epoch then still resumes exactly
+            shape = own.settings if own is not None else (None, 1.0)
             kwargs["data"] = fingerprint(
                 lengths, hp.batch_size, hp.max_tokens, hp.seed, hp.group_by_length, *shape, world
             )

@@ -373,7 +373,9 @@ class BatchSettings:
         batch_size: ``data.batch_size`` (training) or the evaluation batch size.
         seed: ``data.seed``; a training order is drawn from ``seed + epoch``.
         num_replicas, rank: the process group's size and this process's rank.
-        task_temperature: ``data.task_temperature``, how a multi-task task mixes its tasks.
+        task_temperature: release 0.1's ``data.task_temperature`` (how a multi-task task mixes its
+            tasks) where a data module is still given it, which then overrides the task's own
+            setting; None otherwise.
     """
 
     train: bool
@@ -382,7 +384,7 @@ class BatchSettings:
     seed: int
     num_replicas: int
     rank: int
-    task_temperature: float
+    task_temperature: float | None = None
 
 
 @dataclass

@@ -97,7 +97,8 @@ def run_validation_data(model: BertModule, stored: dict[str, Any], path: str | P
     settings = {k: v for k, v in (stored.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
     if not settings:
         raise ValueError(f"{path}: records no data module settings (the run that saved it had no BertDataModule)")
-    data = BertDataModule(**{**settings, "max_length": None}, task=model.task, tokenizer=model.tokenizer)
+    with stored():  # the run's settings as it saved them, an earlier release's names included
+        data = BertDataModule(**{**settings, "max_length": None}, task=model.task, tokenizer=model.tokenizer)
     data.attach(model)
     data.check_files("validate")
     data.setup("validate")

@@ -31,7 +31,9 @@ class TaskMixingBatchSampler(EpochBatchSampler):
 
     def __init__(self, tasks: list[str], batch_size: int, seed: int = 0, temperature: float = 1.0) -> None:
         if not temperature >= 1.0:
-            raise ValueError(f"data.task_temperature={temperature}: expected T >= 1 (1 = proportional, .inf = uniform)")
+            raise ValueError(
+                f"model.task.temperature={temperature}: expected T >= 1 (1 = proportional, .inf = uniform)"
+            )
         super().__init__(seed)
         self.groups: dict[str, list[int]] = {}
         for i, task in enumerate(tasks):

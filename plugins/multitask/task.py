@@ -12,6 +12,7 @@ task's metric.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from bertkit.api.task import (
     Head,
     Task,
     TaskExample,
+    check_float32,
     deprecated_alias,
     task_from_spec,
 )
@@ -46,14 +48,23 @@ class MultiTask(Task):
     Args:
         tasks: the tasks by name (a Python identifier; the names of ``data.tasks``).
         loss_weights: weight of each task's loss (default 1 for every task).
+        temperature: how training batches mix the tasks: task t's share is proportional to
+            n_t ** (1 / T), n_t its training features. 1 = proportional (every batch once per
+            epoch), larger favours small tasks, ``.inf`` = uniform (Arivazhagan et al. 2019 §4.2;
+            T5 §3.5.2).
 
     Raises:
         ValueError: no tasks, a name that is not an identifier, a weight for an unknown task or
-            a negative weight, or two tasks that pad one feature key with different values.
+            a negative weight, two tasks that pad one feature key with different values, or a
+            temperature below 1.
     """
 
-    def __init__(self, tasks: dict[str, Task], loss_weights: dict[str, float] | None = None) -> None:
+    def __init__(
+        self, tasks: dict[str, Task], loss_weights: dict[str, float] | None = None, temperature: float = 1.0
+    ) -> None:
         super().__init__()
+        if temperature != math.inf:  # .inf: uniform mixing
+            check_float32(temperature, "model.task.temperature", low=1.0)  # 1 = proportional
         if not tasks:
             raise ValueError("model.task.tasks: give at least one task, by name")
         for name in tasks:
@@ -126,29 +137,29 @@ class MultiTask(Task):
         return features
 
     def batch_order(self, features: Sequence[Feature], settings: BatchSettings) -> BatchOrder:
-        """One task per batch. Training: the tasks mixed by ``data.task_temperature``
-        (``TaskMixingBatchSampler``), every process taking its part of each global batch of
-        processes x ``data.batch_size`` (``SplitBatchSampler``), so that all train the same task at
-        each step; evaluation: each task's batches longest first, the tasks in turn, dealt among
+        """One task per batch. Training: the tasks mixed by ``temperature`` (or by a recipe's
+        deprecated ``data.task_temperature``; ``TaskMixingBatchSampler``), every process taking
+        its part of each global batch of processes x ``data.batch_size`` (``SplitBatchSampler``),
+        so that all train the same task at each step; evaluation: each task's batches longest first, the tasks in turn, dealt among
         the processes (``TaskEvalBatchSampler``).
 
         Raises:
-            ValueError: ``data.task_temperature`` below 1; an evaluation task with fewer
-                features than processes.
+            ValueError: an evaluation task with fewer features than processes.
         """
         tasks = [f["task"] for f in features]
         world, rank = settings.num_replicas, settings.rank
         if not settings.train:
             batches = TaskEvalBatchSampler(tasks, settings.lengths, settings.batch_size, world, rank)
             return BatchOrder(batches, as_batch_sampler=world == 1)
-        mixed = TaskMixingBatchSampler(tasks, settings.batch_size * world, settings.seed, settings.task_temperature)
+        temperature = self.hparams.temperature if settings.task_temperature is None else settings.task_temperature
+        mixed = TaskMixingBatchSampler(tasks, settings.batch_size * world, settings.seed, temperature)
         sampler = SplitBatchSampler(mixed, world, rank)
         left = sampler.left_out()
         message = (
             f"data.tasks on {world} processes: {left} training features of the first epoch are in global batches "
             "with fewer features than processes and are left out"
         )
-        return BatchOrder(sampler, settings=(tasks, settings.task_temperature), left_out=message if left else "")
+        return BatchOrder(sampler, settings=(tasks, temperature), left_out=message if left else "")
 
     def batch_token_keys(self, features: Sequence[Feature]) -> frozenset[str] | None:
         """The token keys of the task whose features the batch holds (each batch holds one's)."""
