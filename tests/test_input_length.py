@@ -51,6 +51,7 @@ def test_a_data_length_past_the_models_positions_is_refused() -> None:
         BertDataModule(max_length=600).attach(tiny())
 
 
+@pytest.mark.slow
 def test_a_recipes_data_max_length_warns_and_becomes_the_models() -> None:
     with pytest.warns(BertkitRemovedIn03Warning, match="give model.max_length 48 instead"):
         composed = compose(RECIPE, overrides={"data.max_length": 48})
@@ -59,6 +60,7 @@ def test_a_recipes_data_max_length_warns_and_becomes_the_models() -> None:
     assert composed.datamodule.hparams.max_length is None and composed.datamodule.max_length == 40
 
 
+@pytest.mark.slow
 def test_checkpoints_carry_the_length_and_older_ones_read_their_runs(tiny_run: Path, tmp_path: Path) -> None:
     """A checkpoint records ``model.max_length``; one of an earlier release, which kept it with
     the data module's settings, loads with that length (not the default)."""
