@@ -17,6 +17,7 @@ from bertkit.model.weights import read_state_dict, renamed
 from bertkit.tasks.head import Head, exported
 from bertkit.tasks.task import Batch, task_from_spec
 from bertkit.training.checkpoints import load_checkpoint
+from bertkit.utils import deprecation
 from bertkit.utils.io import atomic_path, read_json
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def run_validation_data(model: BertModule, stored: dict[str, Any], path: str | P
     settings = {k: v for k, v in (stored.get("datamodule_hyper_parameters") or {}).items() if not k.startswith("_")}
     if not settings:
         raise ValueError(f"{path}: records no data module settings (the run that saved it had no BertDataModule)")
-    with stored():  # the run's settings as it saved them, an earlier release's names included
+    with deprecation.stored():  # the run's settings as it saved them, an earlier release's names included
         data = BertDataModule(**{**settings, "max_length": None}, task=model.task, tokenizer=model.tokenizer)
     data.attach(model)
     data.check_files("validate")
