@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -23,7 +22,6 @@ import torch
 from torch.utils.data import DataLoader
 
 from bertkit.data.collate import collate, padded_length
-from bertkit.data.hf_datasets import HFSplits, load_splits
 from bertkit.data.resumable import TrainingLoader, fingerprint
 from bertkit.data.samplers import (
     BatchShardSampler,
@@ -32,11 +30,10 @@ from bertkit.data.samplers import (
     TokenBudgetBatchSampler,
     TrainShardSampler,
 )
-from bertkit.data.samples import cache_dir
+from bertkit.data.sources import Source, SplitFiles
 from bertkit.data.streaming import (
     StreamedFeatures,
     StreamedSplit,
-    is_remote,
     is_streamed,
     read_stream_manifest,
     write_split,
@@ -51,7 +48,6 @@ from bertkit.utils.precision import check_float32
 
 log = logging.getLogger(__name__)
 
-DATA_ENV = "BERTKIT_DATA_DIR"
 MAX_TOKENS = 1 << 20
 """The most tokens a sequence setting may ask for (a bound checked before anything is allocated;
 the model's ``max_position_embeddings`` bounds it further)."""
@@ -80,7 +76,8 @@ class BertDataModule(pl.LightningDataModule):
 
     Split files are read from, in order: ``data_dir``; ``$BERTKIT_DATA_DIR/<dataset>``; else the
     small sample the task's plugin ships (``Task.sample_files``; its test split also serves
-    ``predict``), with a message saying how to use the real data.
+    ``predict``), with a message saying how to use the real data (``split_files``: a
+    ``bertkit.data.sources.SplitFiles`` per task).
 
     Args:
         task: the task that reads and featurizes the files. ``bertkit fit`` and ``compose`` give
@@ -228,7 +225,7 @@ class BertDataModule(pl.LightningDataModule):
         self._model: Any = None  # the attached model (``attach``), else the trainer's
         # Plain values only in hyper-parameters (checkpoints load with weights_only=True).
         self.hparams["tasks"] = {n: asdict(t) if isinstance(t, TaskData) else dict(t) for n, t in (tasks or {}).items()}
-        self._sources: dict[str | None, Path | dict[str, Path] | HFSplits] = {}
+        self._sources: dict[str | None, SplitFiles] = {}
         self.examples: dict[str, list[Any]] = {}
         self.features: dict[str, list[Feature]] = {}
         self.predict_part: tuple[int, bool] | None = None
@@ -301,90 +298,25 @@ class BertDataModule(pl.LightningDataModule):
         task = self._model_part("task")
         return task if name is None else task.tasks[name]
 
-    def data_source(self, task: str | None = None) -> Path | dict[str, Path] | HFSplits:
+    def split_files(self, task: str | None = None) -> SplitFiles:
+        """Where the single task's split files are, or those of ``task`` in ``data.tasks``
+        (``SplitFiles``: its data directory, data set or sample)."""
+        if task not in self._sources:
+            settings = self.hparams if task is None else self.hparams.tasks[task]
+            field = "data" if task is None else f"data.tasks.{task}"
+            self._sources[task] = SplitFiles(settings, field, partial(self._task, task))
+        return self._sources[task]
+
+    def data_source(self, task: str | None = None) -> Source:
         """The data directory, or the task's sample files by split (see the class docstring), of
         the single task or of ``task`` in ``data.tasks``."""
-        if task not in self._sources:
-            self._sources[task] = self._find_source(task)
-        return self._sources[task]
+        return self.split_files(task).source()
 
     @property
     def on_sample(self) -> bool:
         """Whether a sample stands in for the data (no data directory, data set or
         ``hf_dataset`` configured): its scores show that the loop runs, not the task's accuracy."""
-        return any(isinstance(source, dict) for source in self._sources.values())
-
-    def _files(self, task: str | None) -> Mapping[str, Any]:
-        """The data directory, data set and split file settings of the single task or of ``task``."""
-        return self.hparams if task is None else self.hparams.tasks[task]
-
-    @staticmethod
-    def _field(task: str | None) -> str:
-        """Where the single task's or ``task``'s settings are, for messages."""
-        return "data" if task is None else f"data.tasks.{task}"
-
-    def _find_source(self, task: str | None) -> Path | dict[str, Path] | HFSplits:
-        files, field = self._files(task), self._field(task)
-        if files.get("hf_dataset"):
-            return load_splits(files["hf_dataset"], files.get("hf_config"))
-        if files["data_dir"]:
-            return Path(files["data_dir"]).expanduser()
-        root = os.environ.get(DATA_ENV)
-        if root and files["dataset"]:
-            return Path(root).expanduser() / files["dataset"]
-        sample = self._task(task).sample_files()
-        if sample is None:
-            wanted = [n for split in ("train", "validation", "test") for n in file_names(files[f"{split}_file"])]
-            where = (
-                f"{DATA_ENV}=ROOT (reads ROOT/{files['dataset']})"
-                if files["dataset"]
-                else f"{DATA_ENV} with {field}.dataset"
-            )
-            raise ValueError(
-                f"no data: set {field}.data_dir DIR (a folder holding {', '.join(wanted) or 'the split files'}) or "
-                f"{where}; {type(self._task(task)).__name__} has no bundled sample for these "
-                "settings"
-            )
-        dataset = files["dataset"]
-        where = f"set {DATA_ENV}=ROOT (reads ROOT/{dataset})" if dataset else f"give {field}.dataset"
-        generated = Path(sample["train"]).resolve().is_relative_to(cache_dir().resolve())
-        log.warning(
-            "No data directory given: using %s %s (it shows the loop runs; its scores say nothing of the task). "
-            "For the real data pass --%s DIR or %s.",
-            "a sample generated from made-up texts," if generated else "the bundled sample",
-            Path(sample["train"]).parent,
-            f"{field}.data_dir",
-            where,
-        )
-        return sample
-
-    def _path(self, split: str, name: str, task: str | None = None) -> Path:
-        """An absolute path, a path that exists from the working directory, else the split's file in
-        the source. The bundled sample stands in for the recipe's split files only: a predict file
-        other than the test file must exist.
-
-        Raises:
-            FileNotFoundError: the file does not exist (named as given and where it was looked for).
-        """
-        if is_remote(name):  # an object store's folder of litdata chunks: its reader checks it
-            return name  # type: ignore[return-value]
-        given = Path(name).expanduser()
-        source = None if given.is_absolute() or given.is_file() else self.data_source(task)
-        if source is None:
-            path = given
-        elif isinstance(source, HFSplits):
-            path = source.path(split, name, self._field(task))
-        elif not isinstance(source, dict):
-            path = source / given
-        elif split == "predict" and name != self._files(task)["test_file"]:
-            raise FileNotFoundError(
-                f"{given}: {self._field(task)}.predict_file not found (looked in {Path.cwd()}; no data directory is set)"
-            )
-        else:
-            path = source["test" if split == "predict" else split]
-        if not path.exists():  # a file, or a folder for tasks that read folders (a corpus, shards)
-            raise FileNotFoundError(f"{path}: {self._field(task)}.{split}_file not found")
-        return path
+        return any(isinstance(files.found, dict) for files in self._sources.values())
 
     def check_files(self, stage: str) -> None:
         """Check, before any model is built, that the first split file ``stage`` reads (``fit``:
@@ -394,15 +326,13 @@ class BertDataModule(pl.LightningDataModule):
         missing validation file); the task's sample and ``hf_dataset`` are checked when read.
 
         Raises:
-            FileNotFoundError: a split file is missing (named as ``_path`` names it).
+            FileNotFoundError: a split file is missing (named as ``SplitFiles.path`` names it).
         """
         split = {"fit": "train", "validate": "validation", "test": "test", "predict": "predict"}.get(stage)
+        if split is None:
+            return
         for task in list(self.hparams.tasks) or [None]:
-            files = self._files(task)
-            if files.get("hf_dataset") or not (files["data_dir"] or (os.environ.get(DATA_ENV) and files["dataset"])):
-                continue
-            for name in file_names(files[f"{split}_file"]) if split is not None else []:
-                self._path(split, name, task)
+            self.split_files(task).check(split)
 
     def _read(self, split: str) -> list[Any]:
         """The split's examples: from the single task's file, or from the file of every task that
@@ -412,7 +342,7 @@ class BertDataModule(pl.LightningDataModule):
             ValueError: no file is set for the split, or a file holds no examples.
         """
         tasks = list(self.hparams.tasks) or [None]
-        named = [(task, self._files(task)[f"{split}_file"]) for task in tasks]
+        named = [(task, self.split_files(task).settings[f"{split}_file"]) for task in tasks]
         named = [(task, name) for task, name in named if name is not None]
         if not named:
             raise ValueError(
@@ -422,18 +352,13 @@ class BertDataModule(pl.LightningDataModule):
         streamed = [task for task, examples in read if isinstance(examples[0], StreamedSplit)]
         if streamed and len(read) > 1:
             raise ValueError(
-                f"{self._field(streamed[0])}.{split}_file: a streamed folder is read alone, not with other files"
+                f"{self.split_files(streamed[0]).field}.{split}_file: a streamed folder is read alone, not with other files"
             )
         return [e for _, examples in read for e in examples]
 
-    def _shown(self, path: Path, task: str | None) -> str | None:
-        """How a data set's cached split file is named to the user (``SPEC[split]``, its lines
-        then the data set's records in order); None for a file of the user's."""
-        source = self.data_source(task)
-        return source.where(path) if isinstance(source, HFSplits) else None
-
     def _read_file(self, split: str, name: str, task: str | None) -> list[Any]:
-        reader, path = self._task(task), self._path(split, name, task)
+        reader, files = self._task(task), self.split_files(task)
+        path = files.path(split, name)
         if split != "predict" and is_streamed(path):
             streamed = self._streamed(path, task)
             if streamed is not None:
@@ -444,19 +369,17 @@ class BertDataModule(pl.LightningDataModule):
             else:
                 examples = reader.read(path, labelled=split != "predict")
         except ValueError as err:
-            shown = self._shown(path, task)
+            shown = files.shown(path)
             if shown is None:
                 raise
             raise ValueError(str(err).replace(str(path), shown)) from None
-        shown = self._shown(path, task)
+        shown = files.shown(path)
         if shown is not None:  # later errors (featurizing, metrics) name the data set too
             examples = [renamed_source(e, str(path), shown) for e in examples]
         if task is not None:
             examples = [TaskExample(task, e) for e in examples]
         if not examples:
-            raise ValueError(
-                f"{path}: no examples in {self._field(task)}.{split}_file (is it empty, or in another format?)"
-            )
+            raise ValueError(f"{path}: no examples in {files.field}.{split}_file (is it empty, or in another format?)")
         log.info("%s: %d examples from %s", split, len(examples), path)
         return examples
 
@@ -537,7 +460,7 @@ class BertDataModule(pl.LightningDataModule):
         return bool(self.hparams.validation_split) and not self.hparams.validation_file
 
     def _has_validation(self) -> bool:
-        files = [self._files(task)["validation_file"] for task in list(self.hparams.tasks) or [None]]
+        files = [self.split_files(task).settings["validation_file"] for task in list(self.hparams.tasks) or [None]]
         return self._held_out() or any(files)
 
     def setup(self, stage: str) -> None:
@@ -577,7 +500,7 @@ class BertDataModule(pl.LightningDataModule):
         hp, task = self.hparams, self._task()
         size = hp.predict_chunk_size
         streamable = not hp.tasks and hp.predict_file is not None and size > 0
-        path = self._path("predict", hp.predict_file) if streamable else None
+        path = self.split_files().path("predict", hp.predict_file) if streamable else None
         if path is None or not self._as_text(path):
             examples = self._read("predict")
             step = size or len(examples)
@@ -768,15 +691,7 @@ class BertDataModule(pl.LightningDataModule):
         """Where each task's data was read from, by task name (``""``: the single task): a
         folder, ``hf:<data set>``, or ``sample`` where the plugin's bundled or generated sample
         stood in for the data."""
-        described = {}
-        for task, source in self._sources.items():
-            if isinstance(source, dict):
-                described[task or ""] = "sample"
-            elif isinstance(source, HFSplits):
-                described[task or ""] = f"hf:{source.spec}"
-            else:
-                described[task or ""] = str(source)
-        return described
+        return {task or "": files.describe() for task, files in self._sources.items() if files.found is not None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Keep the checkpoint's place for the next training loader."""
