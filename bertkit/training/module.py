@@ -20,14 +20,7 @@ from pytorch_lightning.utilities import rank_zero_warn
 from torch import nn
 from typing_extensions import override
 
-from bertkit.model.adapters import (
-    Adapter,
-    adapter_targets,
-    add_adapter,
-    frozen_fingerprint,
-    is_adapter_key,
-    without_adapters,
-)
+from bertkit.model.adapters import Adapter, without_adapters
 from bertkit.model.bert import EncoderOutput
 from bertkit.model.config import MAX_LENGTH, MIN_LENGTH, Preset
 from bertkit.model.families import EncoderFamily, encoder_family, family_of
@@ -39,6 +32,7 @@ from bertkit.model.weights import save_encoder
 from bertkit.plugins import registered
 from bertkit.tasks.head import Head, TransformersExport, exported
 from bertkit.tasks.task import Batch, Task, predict_batch, task_from_spec
+from bertkit.training.adapted import EncoderAdapters, fill_base_weights
 from bertkit.training.distillation import Distillation, Teacher
 from bertkit.training.nonfinite import NonFiniteLoss
 from bertkit.training.objective import TrainingObjective
@@ -198,11 +192,9 @@ class BertModule(pl.LightningModule):
         check_int(max_length, "model.max_length", MIN_LENGTH, self.encoder.config.max_length)
         if num_layers is not None:
             self._keep_layers(num_layers)
-        self._adapter, self._base_weights = adapter, None  # the adapters go on in configure_model
-        self.hparams["adapter"] = None
-        if adapter is not None:  # checked now: a bad target or a missing peft stops before any trainer starts
-            targets = adapter_targets(self.encoder, adapter, self.family.adapter_targets)
-            self.hparams["adapter"] = {**asdict(adapter), "target_modules": targets}
+        # checked now (a bad target or a missing peft stops before any trainer starts), put on in configure_model
+        self._adapters = EncoderAdapters(adapter, self.encoder, self.family.adapter_targets) if adapter else None
+        self.hparams["adapter"] = self._adapters.spec if self._adapters else None
         if attention_dropout is not None:
             self.encoder.set_attention_dropout(attention_dropout)
         if compile:
@@ -223,7 +215,7 @@ class BertModule(pl.LightningModule):
         """With ``model.adapter``, the fingerprint of the frozen base weights its adapters train
         over (``bertkit.model.adapters.frozen_fingerprint``; what an adapter checkpoint records);
         None without adapters, or before ``configure_model`` put them on."""
-        return self._base_weights
+        return self._adapters.fingerprint if self._adapters else None
 
     def build_head(self) -> None:
         """Build the task's head on the encoder (``Task.build_head``, then ``Head.attach``); the
@@ -305,11 +297,7 @@ class BertModule(pl.LightningModule):
         added (``add_objective``; the teacher's projection of hidden states,
         ``distill_projection``): all before the optimizer and a checkpoint see the parameters
         (Lightning calls it before either, and ``load_from_checkpoint`` before reading)."""
-        if self._adapter is not None and self._base_weights is None:
-            with torch.random.fork_rng(devices=[]):  # as the head's: the same adapters in one process or under DDP
-                torch.manual_seed(torch.initial_seed() + 1)  # a stream of their own
-                add_adapter(self.encoder, self._adapter, self.family.adapter_targets)
-            self._base_weights = frozen_fingerprint(self.encoder)
+        if self._adapters is not None and self._adapters.put_on(self.encoder):
             self._freeze_unread_pooler()  # a head built before the adapters froze the pooler without them
         if self.head is None and self.task.ready:
             self.build_head()
@@ -329,11 +317,8 @@ class BertModule(pl.LightningModule):
         self._nonfinite.check(self.global_step)  # no checkpoint of weights past a bad step's
         checkpoint["rng_states"] = rng_states()
         checkpoint["objective_modules"] = [name for o in self._objectives for name in o.modules]
-        if self._base_weights is not None:  # adapters and head only: the base comes from model.pretrained
-            state = checkpoint["state_dict"]
-            for key in [k for k in state if k.startswith("encoder.") and not is_adapter_key(k)]:
-                del state[key]
-            checkpoint["adapter_base_weights"] = self._base_weights
+        if self.base_fingerprint is not None:  # adapters and head only: the base comes from model.pretrained
+            self._adapters.strip(checkpoint)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered: list[Any] = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(gathered, checkpoint["rng_states"])
@@ -355,7 +340,7 @@ class BertModule(pl.LightningModule):
         Raises:
             ValueError: the head was built with other learned settings than the checkpoint's.
         """
-        self._fill_base_weights(checkpoint)
+        fill_base_weights(checkpoint, self._adapters, self, self.hparams.pretrained)
         for name in checkpoint.get("objective_modules", ["distill_projection"]):  # a training objective's
             if not hasattr(self, name):  # only training with that objective uses its modules
                 for key in [k for k in checkpoint["state_dict"] if k.startswith(f"{name}.")]:
@@ -380,32 +365,6 @@ class BertModule(pl.LightningModule):
             raise ValueError(f"model.num_layers={count}: expected 1 to {len(blocks)}, the encoder's blocks")
         del blocks[count:]
         self.encoder.config.num_hidden_layers = count
-
-    def _fill_base_weights(self, checkpoint: dict[str, Any]) -> None:
-        """Give an adapter checkpoint (adapters and head only) this model's base weights.
-
-        Raises:
-            ValueError: the checkpoint's adapters were trained over other base weights, or the
-                checkpoint has adapters and this model none (or the reverse).
-        """
-        trained_on = checkpoint.get("adapter_base_weights")
-        if trained_on is None and self._base_weights is None:
-            return
-        if trained_on is None or self._base_weights is None:
-            raise ValueError(
-                "the checkpoint holds a whole model but model.adapter is set"
-                if trained_on is None
-                else "the checkpoint holds adapters (model.adapter), but this model has none: give the same model.adapter"
-            )
-        if trained_on != self._base_weights:
-            raise ValueError(
-                f"the checkpoint's adapters were trained over other base weights (fingerprint {trained_on}) than "
-                f"model.pretrained={self.hparams.pretrained!r} holds ({self._base_weights})"
-            )
-        state = checkpoint["state_dict"]
-        for key, value in self.state_dict().items():
-            if key.startswith("encoder.") and not is_adapter_key(key):
-                state.setdefault(key, value)
 
     def _build_encoder(
         self, pretrained: str | None, name: str | None, preset: Preset | None, vocab_file: str | None, lowercase: bool
@@ -630,7 +589,7 @@ class BertModule(pl.LightningModule):
         # transformers builds its token, span and masked-LM classes without a pooler: export none
         skip = ("pooler.",) if architecture is not None and not self.head.reads_pooler else ()
         renames = self.family.hf_renames(architecture) if architecture is not None else {}
-        adapted = self._base_weights is not None
+        adapted = self.base_fingerprint is not None
         encoder = without_adapters(self.encoder, merge=merge_adapters) if adapted else self.encoder
         save_encoder(encoder, directory, head_state, architecture or plain, extra, self.family.hf_prefix, skip, renames)
         self.tokenizer.save(directory, self.encoder.config.max_length, words=export.hf_tags_words)
