@@ -44,7 +44,14 @@ LABELS = {"single_label": ["animal", "both", "colour"], "multi_label": ["animal"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("problem_type", ["single_label", "multi_label", "regression"])
+@pytest.mark.parametrize(
+    "problem_type",
+    [
+        "single_label",
+        pytest.param("multi_label", marks=pytest.mark.system),
+        pytest.param("regression", marks=pytest.mark.system),
+    ],
+)
 def test_each_problem_type_learns(problem_type, tmp_path):
     rows = toy_rows(problem_type, 48, random.Random(0))
     with (tmp_path / "train.tsv").open("w", newline="") as handle:

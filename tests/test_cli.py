@@ -50,7 +50,7 @@ def test_test_writes_its_scores_and_adds_no_log_folder(sample_run):
     assert not (sample_run / "runs/ner/config.yaml").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_test_in_int8_measures_what_quantization_changes(sample_run):
     """``--int8 true`` quantizes the encoder after the checkpoint loads: test scores within a few
     points of float32's, predictions for every sentence; ``fit`` refuses it before building a model."""

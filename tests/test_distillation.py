@@ -351,7 +351,10 @@ def test_a_cached_teacher_trains_as_the_teacher_on_each_batch_and_is_read_by_the
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("recipe", "overlay"), [("ner.yaml", "ner_distill.yaml"), ("sst2.yaml", "sst2_distill.yaml")])
+@pytest.mark.parametrize(
+    ("recipe", "overlay"),
+    [("ner.yaml", "ner_distill.yaml"), pytest.param("sst2.yaml", "sst2_distill.yaml", marks=pytest.mark.system)],
+)
 def test_the_distillation_recipes_train_a_two_layer_student(recipe, overlay, tmp_path):
     """Each overlay as its comment runs it (on the bundled samples; a tiny teacher for speed):
     the teacher, then the student with MiniLM's first 2 blocks."""

@@ -202,7 +202,10 @@ def test_recipes_fit_predict_and_fine_tune_from_the_export(tmp_path: Path, cache
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("overlay", "masking", "task"),
-    [("pretrain_wwm.yaml", WholeWordMasking, "nsp"), ("pretrain_sop.yaml", NgramMasking, "sop")],
+    [
+        pytest.param("pretrain_wwm.yaml", WholeWordMasking, "nsp", marks=pytest.mark.system),
+        ("pretrain_sop.yaml", NgramMasking, "sop"),
+    ],
 )
 def test_overlay_recipes_compose_and_train(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overlay, masking, task
@@ -222,7 +225,7 @@ def test_overlay_recipes_compose_and_train(
     assert reloaded.task.masking.spec() == run.model.task.masking.spec()
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_modernbert_overlay_pretrains_a_modernbert_with_30_percent_masking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

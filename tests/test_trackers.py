@@ -44,7 +44,7 @@ def test_fit_keeps_its_csv_logs_beside_the_trackers_a_recipe_gives(given, expect
         assert found[0].init_args.save_dir == "runs/x" and found[0].init_args.name == "logs"
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_a_fit_logs_to_tensorboard_and_mlflow_with_its_settings_and_scores(tmp_path):
     pytest.importorskip("tensorboard")
     mlflow = pytest.importorskip("mlflow")
@@ -147,6 +147,7 @@ def test_a_relative_tracker_location_is_made_absolute_against_the_working_folder
     assert absolute_location(given, tmp_path) == expected.format(cwd=tmp_path)
 
 
+@pytest.mark.system
 def test_runs_started_in_two_folders_in_one_process_each_track_into_their_own(tmp_path, monkeypatch):
     """MLflow keeps one store per location string for the whole process: the recipe's relative
     ``sqlite:///mlflow.db`` names, for each run, the folder that run starts in."""

@@ -209,7 +209,7 @@ def test_a_study_whose_every_trial_failed_exits_1(tmp_path: Path) -> None:
     assert json.loads(out.stdout)["trials"]["FAIL"] == 1
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_an_objective_the_recipe_does_not_log_stops_the_study_at_its_first_validation(tmp_path: Path) -> None:
     recipe = tiny_recipe(tmp_path)
     recipe["trainer"]["callbacks"][0]["init_args"]["monitor"] = "val/f2"
