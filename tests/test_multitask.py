@@ -184,7 +184,7 @@ def write_colours(folder, n=64) -> None:
         )
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_two_tasks_train_on_one_encoder_with_metrics_and_predictions_per_task(tmp_path):
     write_colours(tmp_path)
     pl.seed_everything(0)

@@ -74,7 +74,7 @@ def test_head_learns_answers_in_later_windows(tmp_path: Path) -> None:
     assert after["val/loss"] < 0.2 * before["val/loss"]
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_squad_v2_recipe_fits_and_predicts_through_the_cli(tmp_path: Path) -> None:
     rng = random.Random(1)
     (tmp_path / "train.json").write_text(json.dumps(toy_squad(40, rng, impossible_share=0.3)))
