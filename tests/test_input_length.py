@@ -3,6 +3,7 @@ checkpoint and export, given to the data module; ``data.max_length`` is release 
 
 from __future__ import annotations
 
+import logging
 import warnings
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bertkit import BertDataModule, BertModule, compose
+from bertkit.training.checkpoints import refuse_changed_recipe
 from bertkit.training.trained import load_trained
 from bertkit.utils.deprecation import BertkitRemovedIn03Warning
 from tests.conftest import RECIPE
@@ -72,3 +74,37 @@ def test_checkpoints_carry_the_length_and_older_ones_read_their_runs(tiny_run: P
     torch.save(stored, tmp_path / "old.ckpt")
     model, read = load_trained(tmp_path / "old.ckpt", "cpu", BertModule)
     assert read == model.hparams.max_length == 48
+
+
+@settings(max_examples=8, deadline=None)
+@given(then=st.integers(8, 512), now=st.integers(8, 512), earlier=st.booleans())
+def test_resuming_with_another_input_length_applies_it_with_a_warning(then: int, now: int, earlier: bool) -> None:
+    """As ``data.max_length`` did: a resumed run reads input at the recipe's length, saying so;
+    a checkpoint of an earlier release is compared with its data module's length."""
+    model = tiny(max_length=now)
+    settings_then = {**dict(model.hparams), "max_length": then, "task": model.task.spec()}
+    data = BertDataModule()
+    data_then = dict(data.hparams)
+    if earlier:
+        del settings_then["max_length"]
+        data_then.update(max_length=then, task_temperature=1.0)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("bertkit.training.checkpoints")
+    logger.addHandler(handler)
+    try:
+        refuse_changed_recipe(
+            "run.ckpt",
+            {"hyper_parameters": settings_then, "datamodule_hyper_parameters": data_then},
+            model,
+            BertDataModule(),
+        )
+    finally:
+        logger.removeHandler(handler)
+    said = [r.getMessage() for r in records]
+    assert said == (
+        [f"run.ckpt: resuming with model.max_length={now} (checkpoint: {then}); the recipe's value applies"]
+        if now != then
+        else []
+    )

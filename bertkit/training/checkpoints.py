@@ -236,8 +236,10 @@ def _changed(now: dict[str, Any], stored: dict[str, Any], prefix: str, skip: tup
 def refuse_changed_recipe(path: str | Path, stored: dict[str, Any], model: Any, datamodule: Any) -> None:
     """Resuming ``fit`` continues the checkpoint's optimizer, learning-rate schedule and model, so
     a model setting that differs from the checkpoint's would be silently ignored: refuse it. A
-    changed data setting (the data module's, or a task's ``Task.data_settings``) applies (the
-    recipe's value), with a warning naming it.
+    changed data setting (the data module's, a task's ``Task.data_settings``, or the length the
+    model reads input in, ``model.max_length``) applies (the recipe's value), with a warning
+    naming it. A checkpoint of an earlier release, which kept the input length and the
+    multi-task temperature with the data module's settings, is compared with those.
 
     Args:
         path: the checkpoint, for messages.
@@ -249,7 +251,10 @@ def refuse_changed_recipe(path: str | Path, stored: dict[str, Any], model: Any, 
         ValueError: model settings differ; the message lists each with both values.
     """
     hparams = {k: v for k, v in (stored.get("hyper_parameters") or {}).items() if k not in ("task", "head")}
+    data_then = stored.get("datamodule_hyper_parameters") or {}
+    length_then = hparams.pop("max_length", data_then.get("max_length"))  # an earlier release: the data's
     now = dict(model.hparams)
+    length_now = now.pop("max_length", None)
     task_now, (task_then, _) = now.pop("task", {}) or {}, stored_task(stored)
     learned, reading = model.task.learned, model.task.data_settings
     args_now = {k: v for k, v in (task_now.get("init_args") or {}).items() if not (k in learned and v is None)}
@@ -264,8 +269,8 @@ def refuse_changed_recipe(path: str | Path, stored: dict[str, Any], model: Any, 
         )
     read_now, read_then = ({k: v for k, v in args.items() if k in reading} for args in (args_now, args_then))
     applied = _changed(read_now, read_then, "model.task.init_args")
-    data_then = stored.get("datamodule_hyper_parameters") or {}
-    if datamodule is not None and data_then:
-        applied += _changed(dict(datamodule.hparams), data_then, "data")
+    applied += _changed({"max_length": length_now}, {"max_length": length_then}, "model")
+    if datamodule is not None and data_then:  # the settings that moved to the model and the task are compared there
+        applied += _changed(dict(datamodule.hparams), data_then, "data", skip=("max_length", "task_temperature"))
     for change in applied:
         log.warning("%s: resuming with %s; the recipe's value applies", path, change)

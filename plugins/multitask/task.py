@@ -59,6 +59,8 @@ class MultiTask(Task):
             temperature below 1.
     """
 
+    data_settings = ("temperature",)  # how training batches are drawn: a resumed run may change it
+
     def __init__(
         self, tasks: dict[str, Task], loss_weights: dict[str, float] | None = None, temperature: float = 1.0
     ) -> None:
