@@ -52,6 +52,11 @@ MAX_TOKENS = 1 << 20
 """The most tokens a sequence setting may ask for (a bound checked before anything is allocated;
 the model's ``max_position_embeddings`` bounds it further)."""
 PredictFormat = Literal["auto", "text", "native"]
+OPTIONAL_SIZES = {"max_length": (MIN_LENGTH, MAX_TOKENS), "eval_batch_size": (1, None)}
+OPTIONAL_SIZES.update(pad_to_multiple_of=(1, MAX_TOKENS), max_tokens=(1, None))
+"""The range of each size setting that None leaves unset."""
+SINGLE_TASK = ("train_file", "validation_file", "test_file", "predict_file", "validation_split", "max_tokens")
+"""The settings of a single task's data, which ``data.tasks`` replaces."""
 
 
 @dataclass
@@ -185,38 +190,21 @@ class BertDataModule(pl.LightningDataModule):
         super().__init__()
         check_choice("data.predict_format", predict_format, PredictFormat)
         check_float32(validation_split, "data.validation_split", low=0.0, high=1.0, high_open=True)
-        if max_length is not None:
-            check_int(max_length, "data.max_length", MIN_LENGTH, MAX_TOKENS)
         check_int(batch_size, "data.batch_size", 1)
-        if eval_batch_size is not None:
-            check_int(eval_batch_size, "data.eval_batch_size", 1)
         check_int(num_workers, "data.num_workers", 0)
         check_int(predict_chunk_size, "data.predict_chunk_size", 0)  # 0: all at once
-        if pad_to_multiple_of is not None:
-            check_int(pad_to_multiple_of, "data.pad_to_multiple_of", 1, MAX_TOKENS)
-        if max_tokens is not None:
-            check_int(max_tokens, "data.max_tokens", 1)
+        optional = {"max_length": max_length, "eval_batch_size": eval_batch_size}
+        optional.update(pad_to_multiple_of=pad_to_multiple_of, max_tokens=max_tokens)
+        for name, value in optional.items():  # None: unset
+            if value is not None:
+                check_int(value, f"data.{name}", *OPTIONAL_SIZES[name])
         if isinstance(train_file, list) and (not train_file or not all(isinstance(f, str) and f for f in train_file)):
             raise ValueError(f"data.train_file={train_file!r}: expected a file name or a non-empty list of file names")
         if tasks:
-            settings = {
-                "train_file": train_file,
-                "validation_file": validation_file,
-                "test_file": test_file,
-                "predict_file": predict_file,
-                "validation_split": validation_split,
-                "max_tokens": max_tokens,
-            }
-            given = [f"data.{k}" for k, v in settings.items() if v]
-            if given:
-                raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
-            if task_temperature is not None and task_temperature != math.inf:  # .inf: uniform mixing
-                check_float32(task_temperature, "data.task_temperature", low=1.0)  # 1 = proportional
+            single = (train_file, validation_file, test_file, predict_file, validation_split, max_tokens)
+            _check_task_settings(dict(zip(SINGLE_TASK, single, strict=True)))
         if task_temperature is not None:
-            warn_deprecated(
-                f"data.task_temperature is release 0.1's place of the multi-task task's temperature: give "
-                f"model.task.init_args.temperature {task_temperature} instead"
-            )
+            _deprecated_temperature(task_temperature, bool(tasks))
         self.save_hyperparameters(ignore=["task", "tokenizer", "unpadded", "max_length"])
         # saved, not logged: the logged settings are the model's and the data module's together,
         # and Lightning refuses a name in both with two values (None here: the model's)
@@ -717,3 +705,30 @@ def _ahead(items: Iterator[Any]) -> Iterator[Any]:
     """The items of ``items``, then None: each step sees the item after the current one."""
     yield from items
     yield None
+
+
+def _check_task_settings(single: dict[str, Any]) -> None:
+    """With ``data.tasks``: refuse a single task's setting (each task names its own files).
+
+    Raises:
+        ValueError: names each such setting given.
+    """
+    given = [f"data.{k}" for k, v in single.items() if v]
+    if given:
+        raise ValueError(f"{', '.join(given)}: not used with data.tasks (each task names its own files)")
+
+
+def _deprecated_temperature(temperature: float, tasks: bool) -> None:
+    """``data.task_temperature``, release 0.1's place of the multi-task task's temperature: checked
+    (with ``data.tasks``) and warned as deprecated.
+
+    Raises:
+        ValueError: below 1 (1 = proportional; ``.inf``, uniform, is allowed).
+    """
+    if tasks and temperature != math.inf:
+        check_float32(temperature, "data.task_temperature", low=1.0)
+    warn_deprecated(
+        f"data.task_temperature is release 0.1's place of the multi-task task's temperature: give "
+        f"model.task.init_args.temperature {temperature} instead",
+        stacklevel=3,
+    )
