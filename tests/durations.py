@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICK_LIMIT = 2.0
+QUICK_LIMIT = 1.0
 """Seconds (setup, call and teardown, in a whole run on 2 workers) from which a test is left out of the
 quick subset."""
 LINE = re.compile(r"^([0-9.]+)s (?:call|setup|teardown)\s+(\S+)$")
