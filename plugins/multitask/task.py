@@ -142,8 +142,8 @@ class MultiTask(Task):
         """One task per batch. Training: the tasks mixed by ``temperature`` (or by a recipe's
         deprecated ``data.task_temperature``; ``TaskMixingBatchSampler``), every process taking
         its part of each global batch of processes x ``data.batch_size`` (``SplitBatchSampler``),
-        so that all train the same task at each step; evaluation: each task's batches longest first, the tasks in turn, dealt among
-        the processes (``TaskEvalBatchSampler``).
+        so that all train the same task at each step; evaluation: each task's batches longest
+        first, the tasks in turn, dealt among the processes (``TaskEvalBatchSampler``).
 
         Raises:
             ValueError: an evaluation task with fewer features than processes.
