@@ -16,8 +16,11 @@ Every release-0.1 compatibility path calls ``warn_deprecated``:
 - task classes under their old names (``TokenTaggingHead`` …): ``bertkit.tasks.task.deprecated_alias``;
 - ``bertkit.Head`` subclasses: ``bertkit.tasks.legacy``; ``bertkit.<Task>`` and ``bertkit.BertEncoder``:
   ``bertkit/__init__.py``;
-- a recipe's ``model.head``: ``bertkit.training.module``; ``EncoderOutput.packed`` and
-  ``BertModel._init_weights``: ``bertkit.model.bert``;
+- a recipe's ``model.head``: ``bertkit.training.module``;
+- a recipe's ``data.max_length`` (the model's ``model.max_length`` now): ``bertkit.cli.lightning``
+  and ``BertDataModule``; its ``data.task_temperature`` (the multi-task task's ``temperature``):
+  ``BertDataModule``;
+- ``EncoderOutput.packed`` and ``BertModel._init_weights``: ``bertkit.model.bert``;
 - the ``register_heads`` hook: ``bertkit.hookspecs``.
 
 What an earlier release *wrote* (a checkpoint's or an export's stored class names and settings)
