@@ -207,7 +207,7 @@ def test_a_lora_run_keeps_adapters_and_head_and_exports_both_forms(tmp_path, min
         BertModule.load_from_checkpoint(last, adapter=None)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_lora_trains_in_bf16(tmp_path):
     run_bertkit(
         "fit", "--config", str(RECIPE), "--config", str(LORA), *FAST, "--trainer.precision=bf16-mixed", cwd=tmp_path

@@ -123,6 +123,7 @@ def test_word_tagger_with_its_own_padded_key(site, tmp_path):
     assert sum(p == g for p, g in zip(predicted, gold, strict=True)) / len(gold) >= 0.95
 
 
+@pytest.mark.system
 def test_readme_score_head_trains_tests_and_predicts(site, tmp_path):
     score_files(tmp_path)
     files = {"train": "train.tsv", "validation": "test.tsv", "test": "test.tsv"}

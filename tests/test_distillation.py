@@ -317,7 +317,7 @@ def test_cached_targets_equal_the_teachers_on_any_batch_of_the_features(head, le
         cache.targets(theirs, unseen)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_a_cached_teacher_trains_as_the_teacher_on_each_batch_and_is_read_by_the_next_run(tmp_path):
     """NER student from a tiny teacher's checkpoint, by the ``Distillation`` callback in
     ``trainer.callbacks`` and by ``model.teacher``: with the cache, each step's distillation loss
