@@ -108,6 +108,7 @@ def test_embed_runs_with_its_own_adapter(served: dict[str, Predictor], checkpoin
         torch.testing.assert_close(torch.tensor(served[name].embed(TEXTS)), torch.tensor(expected), atol=1e-5, rtol=0)
 
 
+@pytest.mark.system
 def test_checkpoints_that_cannot_share_a_base_are_refused(
     checkpoints: dict[str, Path], tmp_path: Path, minilm_dir: Path
 ) -> None:

@@ -105,7 +105,7 @@ def test_predict_on_conll_and_plain_text(sample_run):
             assert e["text"].startswith(r["words"][first]) and e["text"].endswith(r["words"][last - 1])
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_resume_from_last_checkpoint(sample_run, tmp_path):
     import shutil
 

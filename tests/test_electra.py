@@ -168,7 +168,7 @@ def test_rtd_on_another_family_uses_a_generator_of_that_family(tmp_path: Path, m
         assert torch.equal(again.state_dict()[key], value), key
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_rtd_learns_and_exports_as_electra_for_pretraining(tmp_path: Path, minilm_dir: Path) -> None:
     corpus_file(tmp_path / "train.txt", random.Random(0), documents=60)
     corpus_file(tmp_path / "valid.txt", random.Random(1), documents=12)

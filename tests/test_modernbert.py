@@ -101,7 +101,7 @@ def test_every_head_exports_to_the_family_class(head: str, tmp_path: Path) -> No
         assert torch.equal(again.encoder.state_dict()[key], value), key
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_modernbert_directory_fine_tunes_ner_predicts_and_exports(tmp_path: Path) -> None:
     """``model.pretrained`` a ModernBERT directory through the CLI: NER trains, predicted entity
     offsets are the words' characters (no leading spaces from the byte-level pieces), and the

@@ -165,7 +165,7 @@ def test_static_masking_needs_static_shards(tmp_path: Path, minilm_dir: Path) ->
         model.task.featurize(model.task.read(directory), model.tokenizer, 48)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_recipes_fit_predict_and_fine_tune_from_the_export(tmp_path: Path, cache: Path) -> None:
     env = {"BERTKIT_CACHE": str(cache)}
     quick = [
