@@ -233,6 +233,15 @@ def _changed(now: dict[str, Any], stored: dict[str, Any], prefix: str, skip: tup
     return changes
 
 
+def recorded_max_length(stored: dict[str, Any]) -> int | None:
+    """The input length a loaded checkpoint records: its ``model.max_length``, or where an earlier
+    release kept it, its data module's ``max_length``; None where it records neither."""
+    for settings in (stored.get("hyper_parameters"), stored.get("datamodule_hyper_parameters")):
+        if isinstance((settings or {}).get("max_length"), int):
+            return settings["max_length"]
+    return None
+
+
 def refuse_changed_recipe(path: str | Path, stored: dict[str, Any], model: Any, datamodule: Any) -> None:
     """Resuming ``fit`` continues the checkpoint's optimizer, learning-rate schedule and model, so
     a model setting that differs from the checkpoint's would be silently ignored: refuse it. A
@@ -252,7 +261,8 @@ def refuse_changed_recipe(path: str | Path, stored: dict[str, Any], model: Any, 
     """
     hparams = {k: v for k, v in (stored.get("hyper_parameters") or {}).items() if k not in ("task", "head")}
     data_then = stored.get("datamodule_hyper_parameters") or {}
-    length_then = hparams.pop("max_length", data_then.get("max_length"))  # an earlier release: the data's
+    hparams.pop("max_length", None)
+    length_then = recorded_max_length(stored)
     now = dict(model.hparams)
     length_now = now.pop("max_length", None)
     task_now, (task_then, _) = now.pop("task", {}) or {}, stored_task(stored)

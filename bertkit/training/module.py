@@ -264,12 +264,11 @@ class BertModule(pl.LightningModule):
         Raises:
             FileNotFoundError, ValueError: see ``check_checkpoint``.
         """
-        from bertkit.training.checkpoints import check_checkpoint
+        from bertkit.training.checkpoints import check_checkpoint, recorded_max_length
 
         if "://" not in str(checkpoint_path):
-            stored = check_checkpoint(checkpoint_path, None)
-            length = (stored.get("datamodule_hyper_parameters") or {}).get("max_length")
-            if "max_length" not in (stored.get("hyper_parameters") or {}) and isinstance(length, int):
+            length = recorded_max_length(check_checkpoint(checkpoint_path, None))
+            if length is not None:
                 kwargs.setdefault("max_length", length)
         kwargs["weights_only"] = True
         return super().load_from_checkpoint(checkpoint_path, map_location=map_location, strict=strict, **kwargs)

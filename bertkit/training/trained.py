@@ -16,7 +16,7 @@ from bertkit.model.families import EncoderFamily, family_of
 from bertkit.model.weights import read_state_dict, renamed
 from bertkit.tasks.head import Head, exported
 from bertkit.tasks.task import Batch, task_from_spec
-from bertkit.training.checkpoints import load_checkpoint
+from bertkit.training.checkpoints import load_checkpoint, recorded_max_length
 from bertkit.utils import deprecation
 from bertkit.utils.io import atomic_path, read_json
 
@@ -77,9 +77,9 @@ def stored_max_length(stored: dict[str, Any], path: str | Path) -> int:
         ValueError: the checkpoint records none (an earlier release's run without a
             ``BertDataModule``); names the file.
     """
-    for settings in (stored.get("hyper_parameters"), stored.get("datamodule_hyper_parameters")):
-        if isinstance((settings or {}).get("max_length"), int):
-            return settings["max_length"]
+    length = recorded_max_length(stored)
+    if length is not None:
+        return length
     raise ValueError(
         f"{path}: records no max_length (an earlier release's run without a BertDataModule), so the length its "
         "model reads input in is unknown; save it again from a run of this release"
